@@ -1,0 +1,1 @@
+"""FastAPI control plane and dashboard for Phalanx."""

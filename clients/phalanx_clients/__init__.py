@@ -1,0 +1,1 @@
+"""Flower ClientApp and worker behaviours for Phalanx."""
