@@ -1,0 +1,76 @@
+"""Persistence: SQLAlchemy models, engine, migrations and repositories.
+
+Repositories are plain functions over a :class:`~sqlalchemy.orm.Session` that
+flush but never commit; the caller owns the transaction::
+
+    from phalanx.store import make_engine, runs, session_factory
+
+    factory = session_factory(make_engine(url))
+    with factory.begin() as session:  # commits on success, rolls back on error
+        run = runs.claim_next_run(session, "coordinator@host")
+
+The schema is created and changed only by :mod:`phalanx.store.migrate`.
+"""
+
+from phalanx.store import audit, checkpoints, clients, events, keys, rounds, runs
+from phalanx.store.engine import (
+    make_engine,
+    normalize_url,
+    session_factory,
+)
+from phalanx.store.errors import ConflictError, LeaseLostError, NotFoundError, StoreError
+from phalanx.store.events import EventFilter, EventPage
+from phalanx.store.keys import CreatedKey
+from phalanx.store.models import (
+    AuditEntry,
+    Base,
+    Checkpoint,
+    Client,
+    ClientStatus,
+    DetectionEvent,
+    EventKind,
+    OperatorKey,
+    ReviewStatus,
+    Role,
+    Round,
+    Run,
+    RunStatus,
+    Severity,
+)
+from phalanx.store.rounds import EventData, RoundData
+
+__all__ = [
+    "AuditEntry",
+    "Base",
+    "Checkpoint",
+    "Client",
+    "ClientStatus",
+    "ConflictError",
+    "CreatedKey",
+    "DetectionEvent",
+    "EventData",
+    "EventFilter",
+    "EventKind",
+    "EventPage",
+    "LeaseLostError",
+    "NotFoundError",
+    "OperatorKey",
+    "ReviewStatus",
+    "Role",
+    "Round",
+    "RoundData",
+    "Run",
+    "RunStatus",
+    "Severity",
+    "StoreError",
+    "audit",
+    "checkpoints",
+    "clients",
+    "events",
+    "keys",
+    "make_engine",
+    "normalize_url",
+    "rounds",
+    "runs",
+    "session_factory",
+]

@@ -1,0 +1,278 @@
+"""The typed ORM models: one class per table.
+
+The schema itself is created and changed only by the Alembic migrations in
+``migrations/``; a test checks that the migrated database and these models
+agree.
+
+JSON columns are not mutation-tracked: assign a new dict (``run.summary = {...}``)
+rather than changing the stored one in place.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
+
+from phalanx.store.types import BigIntegerKey, JSONType, UInt64Text, UTCDateTime, utcnow
+
+#: Names for every constraint and index, so migrations (and SQLite batch mode) can refer to them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class ClientStatus(StrEnum):
+    """Where a registered client stands with the operators."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    SUSPENDED = "suspended"
+    BANNED = "banned"
+
+
+class Role(StrEnum):
+    """What an operator key may do, from least to most."""
+
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+class RunStatus(StrEnum):
+    """The life cycle of a training run."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether a run in this status is over."""
+        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class Severity(StrEnum):
+    """How strongly a detection event points at misbehaviour."""
+
+    HIGH = "high"
+    LOW = "low"
+
+
+class ReviewStatus(StrEnum):
+    """An operator's decision on a detection event."""
+
+    OPEN = "open"
+    CONFIRMED = "confirmed"
+    DISMISSED = "dismissed"
+
+
+class EventKind(StrEnum):
+    """The detection event kinds the coordinator records today.
+
+    The ``kind`` column is free text (new detectors need no migration); these
+    are the known values.
+    """
+
+    OUTSIDE_MAX_CLIQUE = "outside_max_clique"
+    MAJORITY_MINORITY = "majority_minority"
+    OUTLIER = "outlier"
+    LOW_DEGREE = "low_degree"
+    MALFORMED_REPLY = "malformed_reply"
+    BAD_SHAPE = "bad_shape"
+    NON_FINITE = "non_finite"
+    BAD_SIGNATURE = "bad_signature"
+    STALE_ROUND = "stale_round"
+    WRONG_NONCE = "wrong_nonce"
+    UNASSIGNED_FILE = "unassigned_file"
+    NODE_ID_MISMATCH = "node_id_mismatch"
+
+
+def _string_enum(enum: type[StrEnum], name: str) -> TypeEngine[Any]:
+    """Return a VARCHAR type holding the enum's values, guarded by a named CHECK."""
+    return Enum(
+        enum,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=16,
+        validate_strings=True,
+        values_callable=lambda members: [member.value for member in members],
+    )
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Base(DeclarativeBase):
+    """Declarative base holding the metadata the migrations are compared against."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Client(Base):
+    """A worker that registered its public key; simulated workers are clients too."""
+
+    __tablename__ = "clients"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    public_key: Mapped[str] = mapped_column(Text, doc="PEM-encoded public key.")
+    fingerprint: Mapped[str] = mapped_column(String(128), unique=True)
+    status: Mapped[ClientStatus] = mapped_column(
+        _string_enum(ClientStatus, "client_status"), default=ClientStatus.PENDING, index=True
+    )
+    flower_node_id: Mapped[int | None] = mapped_column(UInt64Text, index=True)
+    challenge: Mapped[str | None] = mapped_column(
+        String(256), doc="Base64 challenge awaiting a proof of possession."
+    )
+    challenge_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class OperatorKey(Base):
+    """An API key of an operator; only the SHA-256 of the secret is stored."""
+
+    __tablename__ = "operator_keys"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[Role] = mapped_column(_string_enum(Role, "role"))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Run(Base):
+    """A training run: its config, its life cycle, and the lease of its coordinator."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index(None, "status", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    status: Mapped[RunStatus] = mapped_column(
+        _string_enum(RunStatus, "run_status"), default=RunStatus.QUEUED
+    )
+    seed: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, doc="Times the run was claimed.")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    current_round: Mapped[int | None] = mapped_column(Integer, doc="Last finished round.")
+    final_model_digest: Mapped[str | None] = mapped_column(String(128))
+
+
+class Round(Base):
+    """One finished round of a run."""
+
+    __tablename__ = "rounds"
+
+    run_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    duration_s: Mapped[float] = mapped_column(Float)
+    timings: Mapped[dict[str, Any]] = mapped_column(JSONType, doc="Seconds per phase.")
+    bytes_up: Mapped[int] = mapped_column(BigInteger)
+    bytes_down: Mapped[int] = mapped_column(BigInteger)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    num_flagged: Mapped[int] = mapped_column(Integer)
+    num_rejected: Mapped[int] = mapped_column(Integer)
+    assignment: Mapped[dict[str, Any]] = mapped_column(JSONType, doc="Assignment summary.")
+    model_digest: Mapped[str | None] = mapped_column(String(128))
+
+
+class DetectionEvent(Base):
+    """Evidence that a worker misbehaved in a round, and its review."""
+
+    __tablename__ = "detection_events"
+    __table_args__ = (
+        Index(None, "run_id", "id"),
+        Index(None, "run_id", "round"),
+        Index(None, "client_id", "id"),
+        Index(None, "kind", "id"),
+        Index(None, "review_status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntegerKey, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), ForeignKey("runs.id", ondelete="CASCADE"))
+    round: Mapped[int] = mapped_column(Integer)
+    client_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("clients.id", ondelete="SET NULL")
+    )
+    worker: Mapped[int | None] = mapped_column(Integer, doc="Worker index within the run.")
+    kind: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[Severity] = mapped_column(_string_enum(Severity, "severity"))
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    review_status: Mapped[ReviewStatus] = mapped_column(
+        _string_enum(ReviewStatus, "review_status"), default=ReviewStatus.OPEN
+    )
+    reviewed_by: Mapped[str | None] = mapped_column(String(200))
+    reviewed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class Checkpoint(Base):
+    """A model checkpoint file written after a round."""
+
+    __tablename__ = "checkpoints"
+
+    run_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    round: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(Text)
+    digest: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class AuditEntry(Base):
+    """Who did what to whom, and when."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index(None, "target_type", "target_id"),)
+
+    id: Mapped[int] = mapped_column(BigIntegerKey, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(200), index=True)
+    action: Mapped[str] = mapped_column(String(100))
+    target_type: Mapped[str | None] = mapped_column(String(50))
+    target_id: Mapped[str | None] = mapped_column(String(100))
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSONType)

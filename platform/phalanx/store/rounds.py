@@ -1,0 +1,218 @@
+"""Rounds: the row of a finished round together with its detection events.
+
+:func:`record_round` writes both at once, inside a savepoint, so a failure
+leaves neither behind, even when the caller's transaction carries on. A round
+counts as done once the transaction holding :func:`record_round` and
+:func:`phalanx.store.checkpoints.save_checkpoint` commits; write both in the
+same transaction so a killed coordinator resumes at ``current_round + 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from phalanx.store.errors import ConflictError, NotFoundError
+from phalanx.store.models import DetectionEvent, Round, Severity
+from phalanx.store.runs import get_run
+
+#: Longest event kind the ``detection_events.kind`` column holds.
+KIND_MAX_LENGTH = 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundData:
+    """What the coordinator measured in one round.
+
+    Attributes
+    ----------
+    number : int
+        The round number, from 1.
+    started_at, finished_at : datetime
+        Aware wall-clock bounds of the round.
+    duration_s : float, optional
+        Measured duration (monotonic clock); defaults to ``finished_at - started_at``.
+    timings : dict
+        Seconds per phase (``assign``, ``collect``, ``detect``, ...).
+    bytes_up, bytes_down : int
+        Payload bytes received from and sent to the workers.
+    metrics : dict
+        Evaluation metrics (``accuracy``, ``loss``, ...).
+    num_flagged, num_rejected : int
+        Workers flagged by detection, replies rejected before it.
+    assignment : dict
+        Summary of the assignment (scheme, r, files, ...).
+    model_digest : str, optional
+        SHA-256 of the model after the round.
+    """
+
+    number: int
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    bytes_up: int = 0
+    bytes_down: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+    num_flagged: int = 0
+    num_rejected: int = 0
+    assignment: dict[str, Any] = field(default_factory=dict)
+    model_digest: str | None = None
+
+    def __post_init__(self) -> None:
+        """Reject values no real round can have."""
+        if self.number < 1:
+            raise ValueError(f"round numbers start at 1, got {self.number}")
+        counts = {
+            "bytes_up": self.bytes_up,
+            "bytes_down": self.bytes_down,
+            "num_flagged": self.num_flagged,
+            "num_rejected": self.num_rejected,
+        }
+        for name, value in counts.items():
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventData:
+    """One detection event of a round.
+
+    Attributes
+    ----------
+    kind : str
+        What was detected; see :class:`phalanx.store.models.EventKind`.
+    severity : Severity
+        ``high`` for proof of misbehaviour, ``low`` for suspicion.
+    worker : int, optional
+        The worker's index in the run.
+    client_id : str, optional
+        The registered client, when known.
+    evidence : dict
+        JSON-compatible evidence a person can read.
+    """
+
+    kind: str
+    severity: Severity
+    worker: int | None = None
+    client_id: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Reject a kind the ``kind`` column cannot hold."""
+        if not 0 < len(self.kind) <= KIND_MAX_LENGTH:
+            raise ValueError(f"event kind must have 1 to {KIND_MAX_LENGTH} characters")
+
+
+def record_round(
+    session: Session,
+    run_id: str,
+    round_data: RoundData,
+    events: Iterable[EventData] = (),
+) -> Round:
+    """Write a finished round and its detection events atomically.
+
+    Also sets the run's ``current_round`` to this round.
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session; the writes happen in a savepoint of its transaction.
+    run_id : str
+        The run.
+    round_data : RoundData
+        The round's measurements.
+    events : Iterable[EventData]
+        The round's detection events.
+
+    Returns
+    -------
+    Round
+        The stored round.
+
+    Raises
+    ------
+    NotFoundError
+        When no run has this id.
+    ConflictError
+        When the round number is not after the run's ``current_round``.
+    """
+    run = get_run(session, run_id)
+    if run.current_round is not None and round_data.number <= run.current_round:
+        raise ConflictError(
+            f"run {run_id!r} already recorded round {run.current_round}; "
+            f"got round {round_data.number}"
+        )
+    duration_s = round_data.duration_s
+    if duration_s is None:
+        duration_s = (round_data.finished_at - round_data.started_at).total_seconds()
+    row = Round(
+        run_id=run_id,
+        number=round_data.number,
+        started_at=round_data.started_at,
+        finished_at=round_data.finished_at,
+        duration_s=duration_s,
+        timings=dict(round_data.timings),
+        bytes_up=round_data.bytes_up,
+        bytes_down=round_data.bytes_down,
+        metrics=dict(round_data.metrics),
+        num_flagged=round_data.num_flagged,
+        num_rejected=round_data.num_rejected,
+        assignment=dict(round_data.assignment),
+        model_digest=round_data.model_digest,
+    )
+    rows = [
+        DetectionEvent(
+            run_id=run_id,
+            round=round_data.number,
+            client_id=event.client_id,
+            worker=event.worker,
+            kind=str(event.kind),
+            severity=event.severity,
+            evidence=dict(event.evidence),
+        )
+        for event in events
+    ]
+    with session.begin_nested():
+        session.add(row)
+        session.add_all(rows)
+        run.current_round = round_data.number
+        session.flush()
+    return row
+
+
+def get_round(session: Session, run_id: str, number: int) -> Round:
+    """Return one round of a run.
+
+    Raises
+    ------
+    NotFoundError
+        When the run has no such round.
+    """
+    row = session.get(Round, (run_id, number))
+    if row is None:
+        raise NotFoundError("round", (run_id, number))
+    return row
+
+
+def list_rounds(session: Session, run_id: str) -> Sequence[Round]:
+    """Return the rounds of a run in order.
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session.
+    run_id : str
+        The run.
+
+    Returns
+    -------
+    Sequence[Round]
+        Every recorded round, by number.
+    """
+    return session.scalars(select(Round).where(Round.run_id == run_id).order_by(Round.number)).all()

@@ -1,0 +1,171 @@
+"""Alembic migrations on SQLite and PostgreSQL, and their agreement with the ORM models."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from phalanx.store import Base, make_engine
+from phalanx.store.migrate import (
+    MIGRATIONS_DIR,
+    MigrationsNotFoundError,
+    alembic_config,
+    current_revision,
+    downgrade,
+    head_revision,
+    is_at_head,
+    upgrade,
+)
+from sqlalchemy import inspect, text
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TABLES = {
+    "clients",
+    "operator_keys",
+    "runs",
+    "rounds",
+    "detection_events",
+    "checkpoints",
+    "audit_log",
+}
+
+
+def table_names(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return set(inspect(connection).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def schema_diff(url: str) -> list[object]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            return list(compare_metadata(context, Base.metadata))
+    finally:
+        engine.dispose()
+
+
+def test_a_fresh_database_has_no_revision_and_is_not_at_head(database_url: str) -> None:
+    assert current_revision(database_url) is None
+    assert not is_at_head(database_url)
+
+
+def test_upgrade_creates_every_table_and_reaches_head(database_url: str) -> None:
+    upgrade(database_url)
+
+    assert table_names(database_url) == TABLES | {"alembic_version"}
+    assert current_revision(database_url) == head_revision()
+    assert is_at_head(database_url)
+
+
+def test_migrated_schema_matches_the_orm_models(database_url: str) -> None:
+    upgrade(database_url)
+
+    assert schema_diff(database_url) == []
+
+
+def test_schema_comparison_notices_a_missing_index(database_url: str) -> None:
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP INDEX ix_detection_events_kind_id"))
+    engine.dispose()
+
+    diff = schema_diff(database_url)
+
+    assert [entry[0] for entry in diff] == ["add_index"]  # type: ignore[index]
+
+
+def test_downgrade_to_base_drops_every_table(database_url: str) -> None:
+    upgrade(database_url)
+
+    downgrade(database_url, "base")
+
+    assert table_names(database_url) == {"alembic_version"}
+    assert current_revision(database_url) is None
+
+
+def test_upgrade_after_downgrade_restores_the_same_schema(database_url: str) -> None:
+    upgrade(database_url)
+    downgrade(database_url, "base")
+
+    upgrade(database_url)
+
+    assert is_at_head(database_url)
+    assert schema_diff(database_url) == []
+
+
+def test_upgrading_a_database_at_head_changes_nothing(database_url: str) -> None:
+    upgrade(database_url)
+
+    upgrade(database_url)
+
+    assert is_at_head(database_url)
+    assert table_names(database_url) == TABLES | {"alembic_version"}
+
+
+def test_a_failing_migration_leaves_the_database_untouched(
+    database_url: str, tmp_path: Path
+) -> None:
+    scripts = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    (scripts / "versions" / "0002_broken.py").write_text(
+        "from alembic import op\n"
+        "import sqlalchemy as sa\n"
+        "revision = '0002'\n"
+        f"down_revision = {head_revision()!r}\n"
+        "branch_labels = None\n"
+        "depends_on = None\n"
+        "def upgrade():\n"
+        "    op.create_table('half_done', sa.Column('id', sa.Integer(), primary_key=True))\n"
+        "    raise RuntimeError('migration bug')\n"
+        "def downgrade():\n"
+        "    pass\n"
+    )
+
+    with pytest.raises(RuntimeError, match="migration bug"):
+        command.upgrade(alembic_config(database_url, script_location=scripts), "head")
+
+    assert current_revision(database_url) is None
+    assert table_names(database_url) == set()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Undo the logging setup that ``alembic.ini`` applies through ``env.py``."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    loggers = {name: logging.getLogger(name).level for name in ("alembic", "sqlalchemy.engine")}
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, saved in loggers.items():
+        logging.getLogger(name).setLevel(saved)
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_alembic_ini_reads_the_url_from_the_environment(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PHALANX_DATABASE_URL", sqlite_url)
+    config = Config(str(REPO_ROOT / "alembic.ini"))
+
+    command.upgrade(config, "head")
+
+    assert is_at_head(sqlite_url)
+
+
+def test_missing_migrations_folder_fails_with_a_message_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(MigrationsNotFoundError, match=str(tmp_path)):
+        alembic_config("sqlite://", script_location=tmp_path)
