@@ -12,9 +12,10 @@ import os
 from logging.config import fileConfig
 
 from alembic import context
+from sqlalchemy import Connection
+
 from phalanx.store.engine import make_engine, normalize_url
 from phalanx.store.models import Base
-from sqlalchemy import Connection
 
 config = context.config
 if config.config_file_name is not None:

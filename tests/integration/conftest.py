@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from phalanx.store import make_engine, normalize_url, session_factory
-from phalanx.store.migrate import upgrade
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session
+
+from phalanx.store import make_engine, normalize_url, session_factory
+from phalanx.store.migrate import upgrade
 
 POSTGRES_ENV = "PHALANX_TEST_POSTGRES_URL"
 

@@ -12,6 +12,8 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+
 from phalanx.store import Base, make_engine
 from phalanx.store.migrate import (
     MIGRATIONS_DIR,
@@ -23,7 +25,6 @@ from phalanx.store.migrate import (
     is_at_head,
     upgrade,
 )
-from sqlalchemy import inspect, text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TABLES = {

@@ -10,6 +10,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy.orm import Session, sessionmaker
+
 from phalanx.store import (
     ClientStatus,
     ConflictError,
@@ -37,9 +41,6 @@ from phalanx.store.events import EventFilter
 from phalanx.store.migrate import upgrade
 from phalanx.store.rounds import EventData, RoundData
 from phalanx.store.types import UINT64_MAX
-from sqlalchemy import Engine, create_engine, select, text
-from sqlalchemy.exc import IntegrityError, StatementError
-from sqlalchemy.orm import Session, sessionmaker
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

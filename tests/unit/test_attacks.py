@@ -10,6 +10,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import norm
+from torch import Tensor
+
 from phalanx.assignment import Assignment
 from phalanx.attacks import (
     ATTACKS,
@@ -31,8 +34,6 @@ from phalanx.attacks import (
     majority_files,
     select_adversaries,
 )
-from scipy.stats import norm
-from torch import Tensor
 
 # --------------------------------------------------------------------------- fixtures
 

@@ -10,6 +10,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch import Tensor
+
 from phalanx.assignment import Assignment
 from phalanx.detection import (
     DEFAULT_TOL,
@@ -25,7 +27,6 @@ from phalanx.detection import (
     relative_distances,
     replicas_agree,
 )
-from torch import Tensor
 
 DIM = 8
 FANO = ((0, 1, 2), (0, 3, 4), (0, 5, 6), (1, 3, 5), (1, 4, 6), (2, 3, 6), (2, 4, 5))

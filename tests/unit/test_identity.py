@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from phalanx.identity import (
     MIN_CHALLENGE_BYTES,
     REPLY_DOMAIN,

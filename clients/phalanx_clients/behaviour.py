@@ -1,0 +1,113 @@
+"""Byzantine behaviours for simulation and red-team runs.
+
+A Byzantine worker wraps an honest one: it computes the honest updates of its
+files, then replaces those that the adversaries' strategy says to distort with
+the attack's output. Omniscient attacks (ALIE, IPM, mimic) see the honest
+updates of a sample of the round's files, the same sample for every adversary,
+so colluding adversaries send identical vectors for the same file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from phalanx.attacks import (
+    Attack,
+    AttackContext,
+    DataAttack,
+    distortion_plan,
+    load_attack,
+)
+from phalanx.config import RunConfig
+from phalanx.plan import adversaries, round_assignment
+from phalanx.replies import Task
+from phalanx.training import derive_seed
+
+if TYPE_CHECKING:
+    from phalanx_clients.worker import Worker
+
+REFERENCE_FILES = 8
+
+
+@dataclass(frozen=True)
+class RedTeam:
+    """Who the adversaries are and how they attack (ground truth in simulation)."""
+
+    adversaries: frozenset[int]
+    attack: Attack | DataAttack
+    strategy: str
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> RedTeam | None:
+        """Build the red team a run config describes, or ``None`` when it has no attack."""
+        spec = config.attack
+        if spec.q == 0 or spec.name is None:
+            return None
+        return cls(
+            adversaries=adversaries(config),
+            attack=load_attack(spec.name, **spec.params),
+            strategy=spec.strategy,
+        )
+
+    def behaviour_of(self, worker: int) -> Behaviour | None:
+        """Return the behaviour of ``worker``: ``None`` when it is honest."""
+        return Behaviour(self) if worker in self.adversaries else None
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """A Byzantine worker's way of answering a task."""
+
+    red_team: RedTeam
+
+    def updates(self, worker: Worker, task: Task, params: Tensor) -> dict[int, Tensor]:
+        """Return the updates this adversary sends for ``task``, keyed by file."""
+        from phalanx_clients.worker import compute_file_updates
+
+        config = worker.config
+        honest = worker.honest_updates(task, params)
+        assignment = round_assignment(config, task.round)
+        plan = distortion_plan(
+            assignment,
+            self.red_team.adversaries,
+            strategy=self.red_team.strategy,  # type: ignore[arg-type]
+            seed=config.seed,
+        )
+        targets = sorted(plan.get(task.worker, frozenset()) & set(task.files))
+        if not targets:
+            return honest
+        attack = self.red_team.attack
+        if isinstance(attack, DataAttack):
+            poisoned = compute_file_updates(
+                config, worker.train_set, task.round, tuple(targets), params, poison_labels=True
+            )
+            return {**honest, **poisoned}
+        reference = _reference_updates(worker, task.round, assignment.num_files, params)
+        out = dict(honest)
+        for f in targets:
+            ctx = AttackContext(
+                round=task.round,
+                file=f,
+                worker=task.worker,
+                honest_updates=reference,
+                num_workers=config.assignment.num_workers,
+                num_byzantine=len(self.red_team.adversaries),
+                seed=config.seed,
+            )
+            out[f] = attack(honest[f], ctx)
+        return out
+
+
+def _reference_updates(worker: Worker, round: int, num_files: int, params: Tensor) -> Tensor:
+    """Honest updates of a round-seeded sample of files, identical for every adversary."""
+    from phalanx_clients.worker import compute_file_updates
+
+    g = torch.Generator().manual_seed(derive_seed(worker.config.seed, round, -1))
+    sample = torch.randperm(num_files, generator=g)[: min(REFERENCE_FILES, num_files)]
+    files = tuple(sorted(int(f) for f in sample))
+    updates = compute_file_updates(worker.config, worker.train_set, round, files, params)
+    return torch.stack([updates[f] for f in files])

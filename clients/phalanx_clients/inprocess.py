@@ -1,0 +1,46 @@
+"""``InProcessTransport``: a test double of Flower's runtime.
+
+It runs the same workers and the same coordinator in one process, without
+Flower, for large evaluation grids and unit tests. Results it produces are
+labelled as such; every defence is also run through Flower's simulation engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from torch import Tensor
+
+from phalanx.coordinator import Exchange
+from phalanx.replies import Reply, Task
+from phalanx_clients.worker import Worker
+
+Tamper = Callable[[Reply], Reply | None]
+
+
+class InProcessTransport:
+    """Calls each worker directly.
+
+    Parameters
+    ----------
+    workers : Mapping[int, Worker]
+        Worker index -> worker.
+    tamper : callable, optional
+        Rewrites (or drops, by returning ``None``) a reply on its way back; tests
+        use it to play a network or a worker that sends garbage.
+    """
+
+    def __init__(self, workers: Mapping[int, Worker], *, tamper: Tamper | None = None) -> None:
+        self.workers = dict(workers)
+        self.tamper = tamper
+
+    def exchange(self, tasks: Sequence[Task], params: Tensor) -> Exchange:
+        """Run every task and return the replies."""
+        replies = []
+        for task in tasks:
+            reply: Reply | None = self.workers[task.worker].handle(task, params)
+            if self.tamper is not None and reply is not None:
+                reply = self.tamper(reply)
+            if reply is not None:
+                replies.append(reply)
+        return Exchange(replies=replies, bytes_down=len(tasks) * params.numel() * 4)

@@ -1,0 +1,118 @@
+"""An honest worker: compute each assigned file's update, encode, sign, reply."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric import ec
+from torch import Tensor
+
+from phalanx.config import RunConfig
+from phalanx.data import ImageDataset
+from phalanx.identity import sign_reply
+from phalanx.nets import build_model, load_flat_
+from phalanx.plan import file_samples, round_assignment
+from phalanx.replies import Reply, Task, float32_payload
+from phalanx.training import compute_update, derive_seed
+from phalanx_clients.behaviour import Behaviour
+
+
+@dataclass
+class Worker:
+    """One worker of a run, with its data and key.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run, as the coordinator sent it.
+    train_set : ImageDataset
+        The training data the worker's files index into.
+    client_id : str
+        The worker's registered client id.
+    private_key : ec.EllipticCurvePrivateKey
+        Signs every reply.
+    behaviour : Behaviour or None
+        ``None`` for an honest worker; a red-team behaviour otherwise.
+    node_id : int or None
+        The Flower node id, bound into the signature when known.
+    """
+
+    config: RunConfig
+    train_set: ImageDataset
+    client_id: str
+    private_key: ec.EllipticCurvePrivateKey
+    behaviour: Behaviour | None = None
+    node_id: int | None = None
+
+    def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
+        """Compute the honest update of every file of the task, keyed by file id."""
+        return compute_file_updates(self.config, self.train_set, task.round, task.files, params)
+
+    def handle(self, task: Task, params: Tensor) -> Reply:
+        """Compute, encode and sign the reply to ``task``."""
+        if self.behaviour is None:
+            updates = self.honest_updates(task, params)
+        else:
+            updates = self.behaviour.updates(self, task, params)
+        files = tuple(sorted(updates))
+        payloads = tuple(float32_payload(updates[f]) for f in files)
+        digests = tuple(hashlib.sha256(p).hexdigest() for p in payloads)
+        signature = sign_reply(
+            self.private_key,
+            run_id=task.run_id,
+            round=task.round,
+            nonce=task.nonce,
+            client_id=self.client_id,
+            file_ids=files,
+            digests=digests,
+            node_id=self.node_id,
+        )
+        return Reply(
+            worker=task.worker,
+            client_id=self.client_id,
+            run_id=task.run_id,
+            round=task.round,
+            nonce=task.nonce,
+            files=files,
+            payloads=payloads,
+            digests=digests,
+            signature=signature,
+            node_id=self.node_id,
+        )
+
+
+def compute_file_updates(
+    config: RunConfig,
+    train_set: ImageDataset,
+    round: int,
+    files: tuple[int, ...],
+    params: Tensor,
+    *,
+    poison_labels: bool = False,
+) -> dict[int, Tensor]:
+    """Honest (or label-flipped) updates of ``files`` in ``round`` from global ``params``."""
+    assignment = round_assignment(config, round)
+    samples = file_samples(config, len(train_set.y), round, assignment.num_files)
+    model = build_model(
+        config.data.model,
+        in_channels=int(train_set.x.shape[1]),
+        image_size=int(train_set.x.shape[-1]),
+        num_classes=train_set.num_classes,
+    )
+    load_flat_(model, params)
+    updates = {}
+    for f in files:
+        idx = samples[f]
+        y = train_set.y[idx]
+        if poison_labels:
+            y = train_set.num_classes - 1 - y
+        updates[f] = compute_update(
+            model,
+            train_set.x[idx],
+            y,
+            seed=derive_seed(config.seed, round, f),
+            local_steps=config.training.local_steps,
+            lr=config.training.local_lr,
+        )
+    return updates

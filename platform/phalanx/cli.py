@@ -1,0 +1,196 @@
+"""The ``phalanx`` command line (Typer, noun-verb like ``flwr``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy.orm import Session, sessionmaker
+
+from phalanx.config import RunConfig, load_run_config
+from phalanx.reports import RoundReport
+from phalanx.runs.summary import RunSummary
+from phalanx.settings import get_settings
+
+app = typer.Typer(
+    help="Phalanx: Byzantine-robust federated learning on Flower.", no_args_is_help=True
+)
+db_app = typer.Typer(help="The database.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+console = Console(stderr=True)
+Format = Literal["table", "json"]
+DEMO_CONFIG = Path(__file__).with_name("demo.toml")
+
+
+def _sessions() -> sessionmaker[Session]:
+    """Open the configured database, migrated to head."""
+    from phalanx.store import make_engine, migrate, session_factory
+
+    url = get_settings().resolved_database_url
+    migrate.upgrade(url)
+    return session_factory(make_engine(url))
+
+
+def _execute(
+    config: RunConfig, *, resume: str | None, output: Format, ray_address: str | None
+) -> RunSummary:
+    from phalanx.runs import execute_run
+    from phalanx.runs.recorder import (
+        StoreRecorder,
+        claimer_name,
+        create_simulated_run,
+        finish,
+        load_checkpoint,
+        take_over,
+    )
+    from phalanx.store import RunStatus
+
+    sessions = _sessions()
+    claimer = claimer_name()
+    if resume is None:
+        run_id = create_simulated_run(sessions, config, claimer)
+        start, checkpoint = 1, None
+    else:
+        run_id = resume
+        take_over(sessions, run_id, claimer)
+        done, checkpoint = load_checkpoint(sessions, run_id)
+        start = done + 1
+    recorder = StoreRecorder(sessions, run_id, get_settings().checkpoint_dir, claimer)
+    console.print(f"run [bold]{run_id}[/bold]: {config.name}, rounds {start}..{config.rounds}")
+    with Progress(
+        TextColumn("round"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=output == "json" and not sys.stderr.isatty(),
+    ) as progress:
+        task = progress.add_task("rounds", total=config.rounds, completed=start - 1, status="")
+
+        def on_round(report: RoundReport) -> None:
+            flagged = ",".join(map(str, report.flagged)) or "none"
+            progress.update(
+                task,
+                completed=report.round,
+                status=f"accuracy {report.accuracy:.3f}  flagged {flagged}",
+            )
+
+        try:
+            reports = execute_run(
+                config,
+                run_id=run_id,
+                sink=recorder,
+                start_round=start,
+                checkpoint=checkpoint,
+                on_round=on_round,
+                should_stop=recorder.should_stop,
+                ray_address=ray_address,
+            )
+        except BaseException as exc:
+            finish(
+                sessions,
+                run_id,
+                RunStatus.FAILED,
+                claimer=claimer,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            raise
+    last = reports[-1].round if reports else start - 1
+    status = RunStatus.SUCCEEDED if last >= config.rounds else RunStatus.CANCELLED
+    return finish(sessions, run_id, status, claimer=claimer)
+
+
+def _print_summary(summary: RunSummary, output: Format) -> None:
+    if output == "json":
+        sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
+        return
+    table = Table(title=f"Run {summary.run_id}")
+    table.add_column("measure")
+    table.add_column("value")
+    rows = {
+        "rounds": str(summary.rounds),
+        "final accuracy": f"{summary.final_accuracy:.4f}",
+        "flagged clients": str(len(summary.flagged)),
+        "adversaries (ground truth)": str(len(summary.adversaries)),
+        "precision": f"{summary.precision:.2f}",
+        "recall": f"{summary.recall:.2f}",
+        "bytes up": f"{summary.bytes_up:,}",
+        "bytes down": f"{summary.bytes_down:,}",
+        "model digest": summary.model_digest[:16],
+    }
+    for key, value in rows.items():
+        table.add_row(key, value)
+    Console().print(table)
+
+
+def _load_config(path: Path) -> RunConfig:
+    try:
+        return load_run_config(path)
+    except ValidationError as exc:
+        errors = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors()
+        )
+        raise typer.BadParameter(errors, param_hint="CONFIG") from exc
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="CONFIG") from exc
+
+
+@app.command()
+def run(
+    config: Annotated[Path | None, typer.Argument(help="Run config, TOML or JSON.")] = None,
+    resume: Annotated[
+        str | None, typer.Option(help="Continue this run from its last round.")
+    ] = None,
+    output: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+    ray_address: Annotated[str | None, typer.Option(help="Run on an existing Ray cluster.")] = None,
+) -> None:
+    """Run a federation through Flower's simulation engine and record it."""
+    fmt = _format(output)
+    if resume is not None:
+        from phalanx.runs.recorder import stored_config
+
+        run_config = stored_config(_sessions(), resume)
+    elif config is None:
+        raise typer.BadParameter("give a CONFIG file, or --resume RUN_ID")
+    else:
+        run_config = _load_config(config)
+    _print_summary(_execute(run_config, resume=resume, output=fmt, ray_address=ray_address), fmt)
+
+
+@app.command()
+def demo(
+    output: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+) -> None:
+    """K = 15 workers, STS(15) assignment, 3 ALIE adversaries, Fashion-MNIST CNN."""
+    fmt = _format(output)
+    config = _load_config(DEMO_CONFIG)
+    _print_summary(_execute(config, resume=None, output=fmt, ray_address=None), fmt)
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
+    """Migrate the database (PHALANX_DATABASE_URL) to a revision."""
+    from phalanx.store import migrate
+
+    url = get_settings().resolved_database_url
+    migrate.upgrade(url, revision)
+    console.print(f"database at {migrate.current_revision(url)}")
+
+
+def _format(value: str) -> Format:
+    if value not in ("table", "json"):
+        raise typer.BadParameter("--format is table or json")
+    return value  # type: ignore[return-value]
+
+
+if __name__ == "__main__":
+    app()

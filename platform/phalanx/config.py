@@ -1,0 +1,128 @@
+"""The run configuration: one pydantic model, from the CLI, a file or the API alike."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataConfig(_Section):
+    """What is learned, from which data."""
+
+    dataset: str = Field(
+        default="fashion-mnist",
+        description='"fashion-mnist", "digits", "idx:DIR" or "npz:PATH".',
+    )
+    model: Literal["cnn", "mlp"] = "cnn"
+    samples_per_file: int = Field(default=32, ge=1, le=100_000)
+    eval_samples: int | None = Field(
+        default=2000, ge=1, description="Test samples evaluated each round; None means all."
+    )
+
+
+class AssignmentConfig(_Section):
+    """Who computes which file (ARCHITECTURE.md section 2)."""
+
+    scheme: Scheme = "bibd"
+    num_workers: int = Field(default=15, ge=1, le=100_000)
+    r: int = Field(default=3, ge=1, le=64)
+    num_files: int | None = Field(default=None, ge=1, description="Only for the random scheme.")
+    relabel: bool = Field(default=True, description="Relabel workers at random every round.")
+
+
+class DetectionConfig(_Section):
+    """How replicas are compared and liars flagged."""
+
+    mode: Literal["exact", "tolerance", "auto"] = "auto"
+    tolerance: float = Field(default=1e-5, gt=0.0, lt=1.0)
+    exclude_flagged_for: int = Field(
+        default=0, ge=0, description="Rounds a flagged worker is skipped afterwards (0: never)."
+    )
+
+
+class AggregationConfig(_Section):
+    """The robust rule over the accepted file updates."""
+
+    rule: str = "mean"
+    f: int = Field(default=0, ge=0, description="Byzantine inputs the rule must tolerate.")
+    pre: str | None = Field(default=None, description='Pre-aggregator: "nnm" or "bucketing".')
+
+
+class AttackConfig(_Section):
+    """Simulated adversaries (red team); ground truth is known in simulation only."""
+
+    name: str | None = Field(
+        default=None, description='An attack name, or a plug-in "package.module:Name".'
+    )
+    q: int = Field(default=0, ge=0)
+    selection: Literal["weak", "strong"] = "weak"
+    strategy: Literal["all", "only_majorities", "fixed_disagreement"] = "all"
+    params: dict[str, float | int | str | bool] = Field(default_factory=dict)
+
+
+class TrainingConfig(_Section):
+    """Worker-side computation and the server optimiser."""
+
+    local_steps: int = Field(default=1, ge=1, le=1000)
+    local_lr: float = Field(default=0.05, gt=0.0)
+    optimizer: Literal["sgd", "adam", "amsgrad"] = "adam"
+    server_lr: float = Field(default=1e-3, gt=0.0)
+    momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
+
+
+class RunConfig(_Section):
+    """Everything that defines a federated run; identical from the CLI and the API."""
+
+    name: str = Field(default="run", min_length=1, max_length=200)
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    rounds: int = Field(default=20, ge=1, le=100_000)
+    data: DataConfig = DataConfig()
+    assignment: AssignmentConfig = AssignmentConfig()
+    detection: DetectionConfig = DetectionConfig()
+    aggregation: AggregationConfig = AggregationConfig()
+    attack: AttackConfig = AttackConfig()
+    training: TrainingConfig = TrainingConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        k = self.assignment.num_workers
+        r = self.assignment.r
+        if r > k:
+            raise ValueError(f"assignment.r={r} exceeds assignment.num_workers={k}")
+        if self.assignment.scheme == "none" and r != 1:
+            raise ValueError(f"assignment.scheme='none' needs assignment.r=1, got r={r}")
+        if self.attack.q >= k:
+            raise ValueError(f"attack.q={self.attack.q} must be below assignment.num_workers={k}")
+        if self.attack.q > 0 and self.attack.name is None:
+            raise ValueError("attack.q > 0 needs attack.name (e.g. 'alie')")
+        return self
+
+
+def load_run_config(path: Path) -> RunConfig:
+    """Read a run configuration from a TOML or JSON file.
+
+    Raises
+    ------
+    ValueError
+        When the file is neither TOML nor JSON, cannot be parsed, or holds an
+        invalid configuration (pydantic's ``ValidationError`` names the field).
+    """
+    text = path.read_text(encoding="utf-8")
+    data: dict[str, Any]
+    if path.suffix == ".toml":
+        data = tomllib.loads(text)
+    elif path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        raise ValueError(f"{path}: run configs are .toml or .json files")
+    return RunConfig.model_validate(data)

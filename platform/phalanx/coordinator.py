@@ -1,0 +1,306 @@
+"""The round loop: assign, dispatch, verify, detect, aggregate, step, evaluate, report.
+
+The coordinator talks to workers through a :class:`Transport` and reports
+through a :class:`~phalanx.reports.RoundSink`, so it knows neither Flower nor
+the database (ARCHITECTURE.md section 4).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+import torch
+from cryptography.hazmat.primitives.asymmetric import ec
+from torch import Tensor, nn
+
+from phalanx.aggregation import aggregate
+from phalanx.assignment import Assignment
+from phalanx.config import RunConfig
+from phalanx.data import ImageDataset
+from phalanx.detection import Replica, detect
+from phalanx.nets import load_flat_, model_digest
+from phalanx.optim import ServerOptimizer
+from phalanx.plan import base_assignment, round_assignment
+from phalanx.replies import (
+    Decoder,
+    Rejection,
+    Reply,
+    ReplyRejectedError,
+    Task,
+    check_reply,
+    make_float32_decoder,
+)
+from phalanx.reports import EventReport, RoundReport, RoundSink
+from phalanx.training import evaluate
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """The replies of one round, as a transport collected them."""
+
+    replies: Sequence[Reply]
+    bytes_down: int
+    malformed: Sequence[Rejection] = ()
+
+
+class Transport(Protocol):
+    """Carries a round's tasks and the global model to workers and brings replies back."""
+
+    def exchange(self, tasks: Sequence[Task], params: Tensor) -> Exchange:
+        """Send every task with the model; return the replies that arrived in time."""
+        ...
+
+
+@dataclass(frozen=True)
+class Member:
+    """A worker of the run: its stable index, client id and public key."""
+
+    worker: int
+    client_id: str
+    public_key: ec.EllipticCurvePublicKey
+
+
+class Coordinator:
+    """Drives a run round by round.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run.
+    run_id : str
+        Identifier written into every task and signed into every reply.
+    transport : Transport
+        How tasks reach workers.
+    members : Mapping[int, Member]
+        Worker index -> identity, for every worker of the run.
+    model : nn.Module
+        The model architecture; its parameters are overwritten from ``params``.
+    params : Tensor
+        Initial (or restored) flat global parameters.
+    test_set : ImageDataset
+        Held-out data evaluated after every round.
+    sink : RoundSink
+        Receives each finished round with its checkpoint.
+    decode : Decoder, optional
+        Turns a payload into an update; defaults to raw float32.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        run_id: str,
+        transport: Transport,
+        members: Mapping[int, Member],
+        model: nn.Module,
+        params: Tensor,
+        test_set: ImageDataset,
+        sink: RoundSink,
+        decode: Decoder | None = None,
+    ) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.transport = transport
+        self.members = dict(members)
+        self.model = model
+        self.test_set = test_set
+        self.sink = sink
+        self.decode = decode or make_float32_decoder(int(params.numel()))
+        t = config.training
+        self.optimizer = ServerOptimizer(
+            params, kind=t.optimizer, lr=t.server_lr, momentum=t.momentum
+        )
+        self._base = base_assignment(config)
+        missing = set(range(config.assignment.num_workers)) - set(self.members)
+        if missing:
+            raise ValueError(f"no identity for workers {sorted(missing)}")
+
+    @property
+    def params(self) -> Tensor:
+        """The current global parameters."""
+        return self.optimizer.params
+
+    def restore(self, checkpoint: bytes) -> None:
+        """Continue from a checkpoint written by an earlier run of the same config."""
+        self.optimizer.load_state_bytes(checkpoint)
+
+    def run(
+        self,
+        *,
+        start_round: int = 1,
+        on_round: Callable[[RoundReport], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[RoundReport]:
+        """Run rounds ``start_round .. config.rounds``; stop early if ``should_stop()``."""
+        reports = []
+        for t in range(start_round, self.config.rounds + 1):
+            if should_stop is not None and should_stop():
+                break
+            report = self.run_round(t)
+            reports.append(report)
+            if on_round is not None:
+                on_round(report)
+        return reports
+
+    def run_round(self, t: int) -> RoundReport:
+        """Run round ``t`` end to end and hand it to the sink."""
+        started = datetime.now(UTC)
+        timings: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[name] = now - clock
+            clock = now
+
+        assignment = round_assignment(self.config, t, self._base)
+        nonce = secrets.token_hex(16)
+        tasks = {
+            w: Task(self.run_id, t, nonce, w, assignment.files_of(w))
+            for w in range(assignment.num_workers)
+            if assignment.files_of(w)
+        }
+        lap("assign")
+
+        exchange = self.transport.exchange(list(tasks.values()), self.params)
+        lap("exchange")
+
+        replicas, events, rejected = self._verify(exchange.replies, tasks)
+        for bad in exchange.malformed:
+            rejected.add(bad.worker)
+            events.append(
+                EventReport(
+                    worker=bad.worker,
+                    client_id=self.members[bad.worker].client_id,
+                    kind=bad.kind,
+                    severity="high",
+                    evidence={"reason": bad.reason, "round": t},
+                )
+            )
+        lap("verify")
+
+        verdict = detect(
+            assignment,
+            replicas,
+            mode=self.config.detection.mode,
+            tol=self.config.detection.tolerance,
+            f=self.config.aggregation.f,
+        )
+        for worker in sorted(verdict.flagged):
+            evidence = verdict.evidence[worker]
+            events.append(
+                EventReport(
+                    worker=worker,
+                    client_id=self.members[worker].client_id,
+                    kind=evidence.kind,
+                    severity=evidence.severity,
+                    evidence=evidence.to_dict(),
+                )
+            )
+        lap("detect")
+
+        files = sorted(verdict.accepted)
+        if files:
+            stacked = torch.stack([verdict.accepted[f] for f in files])
+            update = aggregate(
+                self.config.aggregation.rule,
+                stacked,
+                f=self.config.aggregation.f,
+                pre=self.config.aggregation.pre,
+            )
+            self.optimizer.step(update)
+        lap("aggregate")
+
+        load_flat_(self.model, self.params)
+        eval_set = self._eval_set(final=t == self.config.rounds)
+        loss, accuracy = evaluate(self.model, eval_set)
+        lap("evaluate")
+
+        report = RoundReport(
+            round=t,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            loss=loss,
+            accuracy=accuracy,
+            flagged=tuple(sorted(verdict.flagged)),
+            rejected=tuple(sorted(rejected)),
+            dropped_files=tuple(verdict.dropped),
+            events=tuple(events),
+            bytes_up=sum(r.num_bytes for r in exchange.replies),
+            bytes_down=exchange.bytes_down,
+            timings=timings,
+            assignment=_assignment_summary(assignment),
+            model_digest=model_digest(self.params),
+            metrics={"accepted_files": float(len(files)), "eval_samples": float(len(eval_set.y))},
+        )
+        self.sink.round_finished(report, self.optimizer.state_bytes())
+        timings["persist"] = time.perf_counter() - clock
+        return report
+
+    def _verify(
+        self, replies: Sequence[Reply], tasks: Mapping[int, Task]
+    ) -> tuple[list[Replica], list[EventReport], set[int]]:
+        replicas: list[Replica] = []
+        events: list[EventReport] = []
+        rejected: set[int] = set()
+        seen: set[int] = set()
+        for reply in replies:
+            member = self.members.get(reply.worker)
+            task = tasks.get(reply.worker)
+            try:
+                if member is None or task is None:
+                    raise ReplyRejectedError(
+                        "unassigned_file", f"worker {reply.worker} had no task this round"
+                    )
+                if reply.worker in seen:
+                    raise ReplyRejectedError("malformed_reply", "a second reply for the same task")
+                seen.add(reply.worker)
+                replicas.extend(
+                    check_reply(
+                        reply,
+                        task,
+                        client_id=member.client_id,
+                        public_key=member.public_key,
+                        decode=self.decode,
+                    )
+                )
+            except ReplyRejectedError as exc:
+                rejected.add(reply.worker)
+                events.append(
+                    EventReport(
+                        worker=reply.worker,
+                        client_id=member.client_id if member else None,
+                        kind=exc.kind,
+                        severity="high",
+                        evidence={"reason": exc.reason, "round": reply.round},
+                    )
+                )
+        return replicas, events, rejected
+
+    def _eval_set(self, *, final: bool) -> ImageDataset:
+        n = self.config.data.eval_samples
+        if final or n is None or n >= len(self.test_set.y):
+            return self.test_set
+        return ImageDataset(
+            x=self.test_set.x[:n],
+            y=self.test_set.y[:n],
+            num_classes=self.test_set.num_classes,
+            name=self.test_set.name,
+        )
+
+
+def _assignment_summary(assignment: Assignment) -> dict[str, object]:
+    loads = [len(assignment.files_of(w)) for w in range(assignment.num_workers)]
+    return {
+        "scheme": assignment.scheme,
+        "num_workers": assignment.num_workers,
+        "r": assignment.replication,
+        "num_files": assignment.num_files,
+        "files_per_worker": [min(loads, default=0), max(loads, default=0)],
+    }

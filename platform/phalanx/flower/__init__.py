@@ -1,0 +1,1 @@
+"""Flower adapters: the ServerApp, its Grid transport, and a drop-in robust strategy."""

@@ -1,0 +1,59 @@
+"""The server optimiser: applies the aggregated update to the global model."""
+
+from __future__ import annotations
+
+import io
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+OptimizerName = Literal["sgd", "adam", "amsgrad"]
+
+
+class ServerOptimizer:
+    """SGD with momentum, Adam or AMSGrad over the flat global parameter vector.
+
+    The aggregated update plays the role of the gradient: ``step(update)`` moves
+    the parameters against it.
+    """
+
+    def __init__(
+        self, params: Tensor, *, kind: OptimizerName, lr: float, momentum: float = 0.9
+    ) -> None:
+        self.param = torch.nn.Parameter(params.detach().clone().to(torch.float32))
+        self.optimizer: torch.optim.Optimizer
+        if kind == "sgd":
+            self.optimizer = torch.optim.SGD([self.param], lr=lr, momentum=momentum)
+        elif kind in ("adam", "amsgrad"):
+            self.optimizer = torch.optim.Adam([self.param], lr=lr, amsgrad=kind == "amsgrad")
+        else:
+            raise ValueError(f"unknown optimizer {kind!r}; choose sgd, adam or amsgrad")
+
+    @property
+    def params(self) -> Tensor:
+        """The current global parameters (a detached view)."""
+        return self.param.detach()
+
+    def step(self, update: Tensor) -> None:
+        """Apply one aggregated update."""
+        if update.shape != self.param.shape:
+            raise ValueError(f"update has shape {tuple(update.shape)}, model {self.param.shape}")
+        self.param.grad = update.detach().to(torch.float32).clone()
+        self.optimizer.step()
+        self.param.grad = None
+
+    def state_bytes(self) -> bytes:
+        """Parameters and optimiser state, serialised for a checkpoint."""
+        buffer = io.BytesIO()
+        torch.save(
+            {"params": self.params.clone(), "optimizer": self.optimizer.state_dict()}, buffer
+        )
+        return buffer.getvalue()
+
+    def load_state_bytes(self, data: bytes) -> None:
+        """Restore what :meth:`state_bytes` saved."""
+        state = torch.load(io.BytesIO(data), weights_only=True)
+        with torch.no_grad():
+            self.param.copy_(state["params"])
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,158 @@
+"""Work orders and replies as the coordinator sees them, and the checks on a reply.
+
+A reply that fails any check is rejected whole and becomes a detection event of
+its own kind; the round goes on without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from cryptography.hazmat.primitives.asymmetric import ec
+from torch import Tensor
+
+from phalanx.detection import Replica
+from phalanx.identity import verify_reply
+
+Decoder = Callable[[bytes], Tensor]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One worker's work for one round (the model travels beside it)."""
+
+    run_id: str
+    round: int
+    nonce: str
+    worker: int
+    files: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a worker sent back, before any check."""
+
+    worker: int
+    client_id: str
+    run_id: str
+    round: int
+    nonce: str
+    files: tuple[int, ...]
+    payloads: tuple[bytes, ...]
+    digests: tuple[str, ...]
+    signature: bytes
+    node_id: int | None = None
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes on the wire for the payloads, digests and signature."""
+        return (
+            sum(len(p) for p in self.payloads)
+            + sum(len(d) for d in self.digests)
+            + len(self.signature)
+        )
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a reply was refused: a detection event of kind ``kind``."""
+
+    worker: int
+    kind: str
+    reason: str
+
+
+class ReplyRejectedError(Exception):
+    """Raised inside the checks; carries the event kind."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+def float32_payload(update: Tensor) -> bytes:
+    """Encode an update as raw little-endian float32 (the codec-less wire format)."""
+    return update.detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+
+
+def make_float32_decoder(dim: int) -> Decoder:
+    """Make the decoder of :func:`float32_payload`, insisting on ``dim`` values."""
+
+    def decode(payload: bytes) -> Tensor:
+        if len(payload) != 4 * dim:
+            raise ReplyRejectedError(
+                "bad_shape", f"payload holds {len(payload)} bytes, expected {4 * dim}"
+            )
+        return torch.frombuffer(bytearray(payload), dtype=torch.float32)
+
+    return decode
+
+
+def check_reply(
+    reply: Reply,
+    task: Task,
+    *,
+    client_id: str,
+    public_key: ec.EllipticCurvePublicKey,
+    decode: Decoder,
+) -> list[Replica]:
+    """Check a reply against its task and return its replicas.
+
+    Raises
+    ------
+    ReplyRejectedError
+        With ``kind`` one of ``stale_round``, ``wrong_nonce``, ``malformed_reply``,
+        ``unassigned_file``, ``bad_signature``, ``bad_shape``, ``non_finite``.
+    """
+    if reply.run_id != task.run_id or reply.round != task.round:
+        raise ReplyRejectedError(
+            "stale_round",
+            f"reply is for run {reply.run_id} round {reply.round}, "
+            f"expected run {task.run_id} round {task.round}",
+        )
+    if reply.nonce != task.nonce:
+        raise ReplyRejectedError("wrong_nonce", "reply carries a nonce this round never issued")
+    if reply.client_id != client_id:
+        raise ReplyRejectedError(
+            "malformed_reply", f"reply claims client {reply.client_id}, expected {client_id}"
+        )
+    n = len(reply.files)
+    if len(reply.payloads) != n or len(reply.digests) != n or len(set(reply.files)) != n:
+        raise ReplyRejectedError(
+            "malformed_reply", "files, payloads and digests differ in length or repeat a file"
+        )
+    unassigned = sorted(set(reply.files) - set(task.files))
+    if unassigned:
+        raise ReplyRejectedError("unassigned_file", f"reply includes unassigned files {unassigned}")
+    if not verify_reply(
+        public_key,
+        reply.signature,
+        run_id=reply.run_id,
+        round=reply.round,
+        nonce=reply.nonce,
+        client_id=reply.client_id,
+        file_ids=reply.files,
+        digests=reply.digests,
+        node_id=reply.node_id,
+    ):
+        raise ReplyRejectedError("bad_signature", "signature does not verify with the client's key")
+    replicas = []
+    for file, payload, digest in zip(reply.files, reply.payloads, reply.digests, strict=True):
+        if hashlib.sha256(payload).hexdigest() != digest:
+            raise ReplyRejectedError(
+                "malformed_reply", f"file {file}: payload does not match digest"
+            )
+        try:
+            value = decode(payload)
+        except ReplyRejectedError:
+            raise
+        except Exception as exc:  # a decoder refuses garbage with its own error type
+            raise ReplyRejectedError("malformed_reply", f"file {file}: {exc}") from exc
+        if not bool(torch.isfinite(value).all()):
+            raise ReplyRejectedError("non_finite", f"file {file}: update holds NaN or Inf")
+        replicas.append(Replica(worker=reply.worker, file=file, value=value, digest=digest))
+    return replicas

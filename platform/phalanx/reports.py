@@ -1,0 +1,52 @@
+"""What the coordinator reports after each round, independent of where it is stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class EventReport:
+    """One detection event: a flagged worker or a rejected reply."""
+
+    worker: int
+    client_id: str | None
+    kind: str
+    severity: str
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """Everything a finished round leaves behind."""
+
+    round: int
+    started_at: datetime
+    finished_at: datetime
+    loss: float
+    accuracy: float
+    flagged: tuple[int, ...]
+    rejected: tuple[int, ...]
+    dropped_files: tuple[int, ...]
+    events: tuple[EventReport, ...]
+    bytes_up: int
+    bytes_down: int
+    timings: dict[str, float]
+    assignment: dict[str, Any]
+    model_digest: str
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        """Wall-clock length of the round."""
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class RoundSink(Protocol):
+    """Where finished rounds go (the database, a list in tests, the console)."""
+
+    def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+        """Persist the checkpoint, then the round; only then does the round count as done."""
+        ...

@@ -1,0 +1,223 @@
+"""Recording a run in the database, with its checkpoints on disk.
+
+A round counts as done once its checkpoint file is written and the round row,
+its detection events and the checkpoint row are committed in one transaction;
+a killed coordinator therefore resumes after the last such round.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from phalanx.config import RunConfig
+from phalanx.identity import public_key_fingerprint, public_key_to_pem
+from phalanx.reports import RoundReport
+from phalanx.roster import simulated_roster
+from phalanx.runs.summary import DETECTION_KINDS, RunSummary, build_summary
+from phalanx.store import ClientStatus, RunStatus, Severity, checkpoints, rounds, runs
+from phalanx.store.models import Client, DetectionEvent, Round
+
+
+def claimer_name() -> str:
+    """Name this process as it signs its lease on a run."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing or does not match its recorded digest."""
+
+
+@dataclass
+class StoreRecorder:
+    """The :class:`~phalanx.reports.RoundSink` that writes to the database.
+
+    Parameters
+    ----------
+    sessions : sessionmaker
+        Opens a session per round.
+    run_id : str
+        The run being recorded.
+    checkpoint_dir : Path
+        Checkpoint files go to ``checkpoint_dir / run_id``.
+    claimer : str
+        The lease this process holds on the run.
+    """
+
+    sessions: sessionmaker[Session]
+    run_id: str
+    checkpoint_dir: Path
+    claimer: str
+
+    def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+        """Write the checkpoint file, then the round, its events and the checkpoint row."""
+        folder = self.checkpoint_dir / self.run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"round-{report.round:06d}.pt"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(checkpoint)
+        with tmp.open("rb") as handle:
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+        with self.sessions.begin() as session:
+            rounds.record_round(session, self.run_id, _round_data(report), _event_data(report))
+            checkpoints.save_checkpoint(
+                session,
+                self.run_id,
+                report.round,
+                path=str(path.resolve()),
+                digest=hashlib.sha256(checkpoint).hexdigest(),
+            )
+        for old in folder.glob("round-*.pt"):
+            if old != path and old.name < path.name:
+                old.unlink(missing_ok=True)
+
+    def should_stop(self) -> bool:
+        """Heartbeat between rounds; ``True`` once an operator asked to cancel the run.
+
+        Raises
+        ------
+        phalanx.store.LeaseLostError
+            When another coordinator took the run over.
+        """
+        with self.sessions.begin() as session:
+            return runs.heartbeat(session, self.run_id, self.claimer).cancel_requested
+
+
+def _round_data(report: RoundReport) -> rounds.RoundData:
+    return rounds.RoundData(
+        number=report.round,
+        started_at=report.started_at,
+        finished_at=report.finished_at,
+        duration_s=report.duration_s,
+        timings=report.timings,
+        bytes_up=report.bytes_up,
+        bytes_down=report.bytes_down,
+        metrics={"accuracy": report.accuracy, "loss": report.loss, **report.metrics},
+        num_flagged=len(report.flagged),
+        num_rejected=len(report.rejected),
+        assignment=report.assignment,
+        model_digest=report.model_digest,
+    )
+
+
+def _event_data(report: RoundReport) -> list[rounds.EventData]:
+    return [
+        rounds.EventData(
+            kind=e.kind,
+            severity=Severity(e.severity),
+            worker=e.worker,
+            client_id=e.client_id,
+            evidence=e.evidence,
+        )
+        for e in report.events
+    ]
+
+
+def create_simulated_run(sessions: sessionmaker[Session], config: RunConfig, claimer: str) -> str:
+    """Create a run held by ``claimer`` and register its virtual clients; return the run id."""
+    with sessions.begin() as session:
+        run = runs.create_run(
+            session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
+        )
+        run_id = run.id
+        runs.start_run(session, run_id, claimer)
+        for ident in simulated_roster(run_id, config.assignment.num_workers):
+            session.add(
+                Client(
+                    id=ident.client_id,
+                    name=f"{config.name}/worker-{ident.worker}",
+                    public_key=public_key_to_pem(ident.public_key),
+                    fingerprint=public_key_fingerprint(ident.public_key),
+                    status=ClientStatus.APPROVED,
+                )
+            )
+    return run_id
+
+
+def load_checkpoint(sessions: sessionmaker[Session], run_id: str) -> tuple[int, bytes | None]:
+    """Return the last finished round of a run and its checkpoint (``0, None`` if none).
+
+    Raises
+    ------
+    CheckpointError
+        When the checkpoint file is gone or its digest does not match.
+    """
+    with sessions() as session:
+        row = checkpoints.latest_checkpoint(session, run_id)
+        if row is None:
+            return 0, None
+        path, digest, number = Path(row.path), row.digest, row.round
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint of round {number} is missing: {path}")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise CheckpointError(f"checkpoint of round {number} does not match its digest: {path}")
+    return number, data
+
+
+def stored_summary(sessions: sessionmaker[Session], run_id: str) -> RunSummary:
+    """Summarise a run from its rows in the database."""
+    with sessions() as session:
+        run = runs.get_run(session, run_id)
+        config = RunConfig.model_validate(run.config)
+        rows = list(rounds.list_rounds(session, run_id))
+        flagged = [
+            e.worker
+            for e in session.query(DetectionEvent).filter(
+                DetectionEvent.run_id == run_id, DetectionEvent.kind.in_(DETECTION_KINDS)
+            )
+            if e.worker is not None
+        ]
+        last: Round | None = rows[-1] if rows else None
+        return build_summary(
+            config,
+            run_id,
+            rounds=len(rows),
+            final_accuracy=float(last.metrics.get("accuracy", 0.0)) if last else 0.0,
+            flagged_workers=flagged,
+            bytes_up=sum(r.bytes_up for r in rows),
+            bytes_down=sum(r.bytes_down for r in rows),
+            model_digest=(last.model_digest or "") if last else "",
+        )
+
+
+def take_over(sessions: sessionmaker[Session], run_id: str, claimer: str) -> None:
+    """Claim a run to resume it now, whatever the age of its last heartbeat."""
+    with sessions.begin() as session:
+        runs.start_run(session, run_id, claimer, stale_after=timedelta(0))
+
+
+def finish(
+    sessions: sessionmaker[Session],
+    run_id: str,
+    status: RunStatus,
+    *,
+    claimer: str,
+    error: str | None = None,
+) -> RunSummary:
+    """Mark a run finished and store its summary."""
+    summary = stored_summary(sessions, run_id)
+    with sessions.begin() as session:
+        runs.finish_run(
+            session,
+            run_id,
+            status,
+            claimer=claimer,
+            error=error,
+            summary=summary.to_dict(),
+            final_model_digest=summary.model_digest or None,
+        )
+    return summary
+
+
+def stored_config(sessions: sessionmaker[Session], run_id: str) -> RunConfig:
+    """Return the config a run was started with."""
+    with sessions() as session:
+        return RunConfig.model_validate(runs.get_run(session, run_id).config)

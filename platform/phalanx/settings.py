@@ -1,0 +1,53 @@
+"""Process-wide settings, read from ``PHALANX_*`` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Where Phalanx keeps its data and how it is reached.
+
+    Every field can be set by an environment variable with the ``PHALANX_``
+    prefix, e.g. ``PHALANX_DATABASE_URL``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PHALANX_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path(".phalanx"),
+        description="Checkpoints, keys and the default SQLite database live here.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL; defaults to SQLite in the data directory.",
+    )
+    datasets_dir: Path = Field(
+        default=Path("/usr/share/datasets/fashion-mnist"),
+        description="Fashion-MNIST IDX files (Debian's dataset-fashion-mnist puts them here).",
+    )
+    secret_key: str = Field(default="", description="Signs dashboard session cookies.")
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, with the SQLite default filled in."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'phalanx.db').resolve()}"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Folder for model checkpoints."""
+        return self.data_dir / "checkpoints"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the settings of this process, read once."""
+    return Settings()

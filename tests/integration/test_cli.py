@@ -1,0 +1,136 @@
+"""``phalanx run`` end to end: Flower simulation, the database, the summary, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from phalanx.store import DetectionEvent, Round, Run, make_engine, session_factory
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PHALANX_DATA_DIR": str(tmp_path / "data")}
+
+
+def _phalanx(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "phalanx.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _config(tmp_path: Path, rounds: int) -> Path:
+    text = (ROOT / "examples" / "quick-digits.toml").read_text()
+    path = tmp_path / "run.toml"
+    path.write_text(text.replace("rounds = 10", f"rounds = {rounds}"))
+    return path
+
+
+def _sessions(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return session_factory(make_engine(f"sqlite:///{tmp_path / 'data' / 'phalanx.db'}"))
+
+
+def test_run_prints_a_json_summary_that_matches_the_database(tmp_path: Path) -> None:
+    result = _phalanx("run", str(_config(tmp_path, 3)), "--format", "json", env=_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert set(summary) >= {
+        "run_id",
+        "rounds",
+        "final_accuracy",
+        "flagged",
+        "adversaries",
+        "precision",
+        "recall",
+        "bytes_up",
+        "bytes_down",
+    }
+    assert summary["rounds"] == 3
+    assert sorted(summary["flagged"]) == sorted(summary["adversaries"])
+    assert len(summary["adversaries"]) == 2
+    assert (summary["precision"], summary["recall"]) == (1.0, 1.0)
+    with _sessions(tmp_path)() as session:
+        run = session.get(Run, summary["run_id"])
+        assert run is not None and run.status == "succeeded"
+        rows = session.scalars(select(Round).where(Round.run_id == run.id)).all()
+        assert [r.number for r in rows] == [1, 2, 3]
+        assert sum(r.bytes_up for r in rows) == summary["bytes_up"]
+        assert sum(r.bytes_down for r in rows) == summary["bytes_down"]
+        assert rows[-1].metrics["accuracy"] == pytest.approx(summary["final_accuracy"])
+        events = session.scalars(
+            select(DetectionEvent).where(DetectionEvent.run_id == run.id)
+        ).all()
+        assert {e.client_id for e in events} == set(summary["flagged"])
+        assert len(events) == 3 * 2  # both adversaries, every round
+        assert run.summary == summary | {"model_digest": run.final_model_digest}
+
+
+def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path) -> None:
+    rounds = 6
+    straight = _phalanx(
+        "run", str(_config(tmp_path, rounds)), "--format", "json", env=_env(tmp_path / "a")
+    )
+    assert straight.returncode == 0, straight.stderr
+    expected = json.loads(straight.stdout)["model_digest"]
+
+    env = _env(tmp_path / "b")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "phalanx.cli",
+            "run",
+            str(_config(tmp_path, rounds)),
+            "--format",
+            "json",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    sessions = _sessions(tmp_path / "b")
+    try:
+        deadline = time.monotonic() + 300
+        done = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            try:
+                with sessions() as session:
+                    done = len(session.scalars(select(Round)).all())
+            except Exception:  # the database may not exist yet
+                continue
+            if done >= 2:
+                break
+        assert proc.poll() is None, "the run finished before it could be killed"
+        assert 2 <= done < rounds
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 the coordinator and everything it started
+        proc.wait()
+    with sessions() as session:
+        run = session.scalars(select(Run)).one()
+        assert run.status == "running"
+        run_id = run.id
+
+    resumed = _phalanx("run", "--resume", run_id, "--format", "json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["rounds"] == rounds
+    assert summary["model_digest"] == expected

@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from phalanx.config import RunConfig
+from phalanx.data import load_dataset
+from phalanx.plan import adversaries
+from phalanx.replies import Reply
+from phalanx.reports import RoundReport
+from phalanx.roster import simulated_identity, simulated_roster
+from phalanx.runs import execute_run, summarize
+from phalanx_clients.behaviour import RedTeam
+from phalanx_clients.inprocess import InProcessTransport, Tamper
+from phalanx_clients.worker import Worker
+from tests.configs import small_config
+
+RUN_ID = "run-under-test"
+
+
+class FakeSink:
+    """Keeps rounds and checkpoints in memory (a test double of the database)."""
+
+    def __init__(self) -> None:
+        self.reports: list[RoundReport] = []
+        self.checkpoints: dict[int, bytes] = {}
+
+    def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+        self.checkpoints[report.round] = checkpoint
+        self.reports.append(report)
+
+
+def transport(config: RunConfig, tamper: Tamper | None = None) -> InProcessTransport:
+    train = load_dataset(config.data.dataset, "train")
+    team = RedTeam.from_config(config)
+    workers = {}
+    for ident in simulated_roster(RUN_ID, config.assignment.num_workers):
+        workers[ident.worker] = Worker(
+            config=config,
+            train_set=train,
+            client_id=ident.client_id,
+            private_key=ident.private_key,
+            behaviour=team.behaviour_of(ident.worker) if team else None,
+        )
+    return InProcessTransport(workers, tamper=tamper)
+
+
+def run(config: RunConfig, tamper: Tamper | None = None, **kw: object) -> FakeSink:
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=transport(config, tamper), **kw)  # type: ignore[arg-type]
+    return sink
+
+
+def test_weak_attack_flags_every_adversary_and_no_honest_worker() -> None:
+    config = small_config()
+    sink = run(config)
+    truth = adversaries(config)
+    assert len(truth) == 2
+    for report in sink.reports:
+        assert set(report.flagged) == truth
+        assert not report.rejected
+    summary = summarize(config, RUN_ID, sink.reports)
+    assert summary.precision == 1.0 and summary.recall == 1.0
+    assert summary.rounds == 3
+
+
+def test_training_improves_accuracy_under_attack() -> None:
+    config = small_config(rounds=15)
+    sink = run(config)
+    assert sink.reports[-1].accuracy > sink.reports[0].accuracy
+    assert sink.reports[-1].accuracy > 0.6
+
+
+def test_resume_from_checkpoint_reaches_the_same_model_digest() -> None:
+    config = small_config(rounds=4)
+    straight = run(config)
+    first = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=first,
+        transport=transport(config),
+        should_stop=lambda: len(first.reports) >= 2,
+    )
+    assert [r.round for r in first.reports] == [1, 2]
+    resumed = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=resumed,
+        transport=transport(config),
+        start_round=3,
+        checkpoint=first.checkpoints[2],
+    )
+    assert [r.round for r in resumed.reports] == [3, 4]
+    assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
+
+
+def _tamper_worker(victim: int, change: Callable[[Reply], Reply]) -> Tamper:
+    def tamper(reply: Reply) -> Reply:
+        return change(reply) if reply.worker == victim else reply
+
+    return tamper
+
+
+def _nan_payload(reply: Reply) -> Reply:
+    payload = torch.frombuffer(bytearray(reply.payloads[0]), dtype=torch.float32).clone()
+    payload[0] = float("nan")
+    return _resigned(reply, payloads=(payload.numpy().tobytes(), *reply.payloads[1:]))
+
+
+def _resigned(reply: Reply, **changes: object) -> Reply:
+    """Change fields and sign again with the worker's real key (a well-signed bad reply)."""
+    import hashlib
+
+    from phalanx.identity import sign_reply
+
+    reply = dataclasses.replace(reply, **changes)  # type: ignore[arg-type]
+    digests = tuple(hashlib.sha256(p).hexdigest() for p in reply.payloads)
+    key = simulated_identity(RUN_ID, reply.worker).private_key
+    signature = sign_reply(
+        key,
+        run_id=reply.run_id,
+        round=reply.round,
+        nonce=reply.nonce,
+        client_id=reply.client_id,
+        file_ids=reply.files,
+        digests=digests,
+        node_id=reply.node_id,
+    )
+    return dataclasses.replace(reply, digests=digests, signature=signature)
+
+
+BAD_REPLIES: dict[str, Callable[[Reply], Reply]] = {
+    "malformed_reply": lambda r: dataclasses.replace(r, payloads=(b"garbage", *r.payloads[1:])),
+    "bad_shape": lambda r: _resigned(r, payloads=(r.payloads[0] + b"\0\0\0\0", *r.payloads[1:])),
+    "non_finite": _nan_payload,
+    "bad_signature": lambda r: dataclasses.replace(r, signature=r.signature[:-4] + b"abcd"),
+    "stale_round": lambda r: _resigned(r, round=r.round - 1),
+    "wrong_nonce": lambda r: _resigned(r, nonce="0" * 32),
+    "unassigned_file": lambda r: _resigned(r, files=(999, *r.files[1:])),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_REPLIES))
+def test_bad_reply_is_rejected_recorded_and_the_round_goes_on(kind: str) -> None:
+    config = small_config(rounds=2, attack={"name": None, "q": 0})
+    honest_victim = 4
+    sink = run(config, tamper=_tamper_worker(honest_victim, BAD_REPLIES[kind]))
+    for report in sink.reports:
+        assert report.rejected == (honest_victim,)
+        kinds = [e.kind for e in report.events if e.worker == honest_victim]
+        assert kinds == [kind]
+        assert report.events[0].evidence["reason"]
+        assert not report.flagged
+        assert report.metrics["accepted_files"] == 7  # every file has other honest replicas
+    assert sink.reports[-1].accuracy > 0.0
