@@ -6,7 +6,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install test lint bench bench-quick demo clean
+FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
+
+.PHONY: install dataset test lint bench bench-quick demo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +41,20 @@ bench-quick: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py --quick
 	$(PY) benchmarks/bench_aggregation.py --quick
 
-demo: $(STAMP)
-	$(PY) benchmarks/eval_distortion.py --quick
+# Debian's dataset-fashion-mnist, where the machine allows it (root or sudo with apt-get).
+dataset:
+	@if [ -n "$$PHALANX_DATASETS_DIR" ] || [ -d "$(FASHION_MNIST)" ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; \
+	elif command -v apt-get >/dev/null && command -v sudo >/dev/null; then \
+		sudo apt-get update -qq && sudo apt-get install -y -qq dataset-fashion-mnist; \
+	else \
+		echo "Fashion-MNIST is missing: install Debian's dataset-fashion-mnist," \
+			"or set PHALANX_DATASETS_DIR to a folder with its IDX files." >&2; exit 1; \
+	fi
+
+demo: $(STAMP) dataset
+	$(VENV)/bin/phalanx demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -42,29 +42,17 @@ def _sessions() -> sessionmaker[Session]:
 def _execute(
     config: RunConfig, *, resume: str | None, output: Format, ray_address: str | None
 ) -> RunSummary:
-    from phalanx.runs import execute_run
-    from phalanx.runs.recorder import (
-        StoreRecorder,
-        claimer_name,
-        create_simulated_run,
-        finish,
-        load_checkpoint,
-        take_over,
-    )
-    from phalanx.store import RunStatus
+    from phalanx.runs.recorder import claimer_name, create_simulated_run, take_over
+    from phalanx.runs.service import run_recorded
 
     sessions = _sessions()
     claimer = claimer_name()
     if resume is None:
         run_id = create_simulated_run(sessions, config, claimer)
-        start, checkpoint = 1, None
     else:
         run_id = resume
         take_over(sessions, run_id, claimer)
-        done, checkpoint = load_checkpoint(sessions, run_id)
-        start = done + 1
-    recorder = StoreRecorder(sessions, run_id, get_settings().checkpoint_dir, claimer)
-    console.print(f"run [bold]{run_id}[/bold]: {config.name}, rounds {start}..{config.rounds}")
+    console.print(f"run [bold]{run_id}[/bold]: {config.name}, {config.rounds} rounds")
     with Progress(
         TextColumn("round"),
         MofNCompleteColumn(),
@@ -74,7 +62,7 @@ def _execute(
         console=console,
         disable=output == "json" and not sys.stderr.isatty(),
     ) as progress:
-        task = progress.add_task("rounds", total=config.rounds, completed=start - 1, status="")
+        task = progress.add_task("rounds", total=config.rounds, status="")
 
         def on_round(report: RoundReport) -> None:
             flagged = ",".join(map(str, report.flagged)) or "none"
@@ -84,29 +72,15 @@ def _execute(
                 status=f"accuracy {report.accuracy:.3f}  flagged {flagged}",
             )
 
-        try:
-            reports = execute_run(
-                config,
-                run_id=run_id,
-                sink=recorder,
-                start_round=start,
-                checkpoint=checkpoint,
-                on_round=on_round,
-                should_stop=recorder.should_stop,
-                ray_address=ray_address,
-            )
-        except BaseException as exc:
-            finish(
-                sessions,
-                run_id,
-                RunStatus.FAILED,
-                claimer=claimer,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            raise
-    last = reports[-1].round if reports else start - 1
-    status = RunStatus.SUCCEEDED if last >= config.rounds else RunStatus.CANCELLED
-    return finish(sessions, run_id, status, claimer=claimer)
+        return run_recorded(
+            sessions,
+            run_id,
+            config,
+            claimer=claimer,
+            checkpoint_dir=get_settings().checkpoint_dir,
+            on_round=on_round,
+            ray_address=ray_address,
+        )
 
 
 def _print_summary(summary: RunSummary, output: Format) -> None:

@@ -7,9 +7,41 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from phalanx.assignment import make_assignment
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
+Rule = Literal[
+    "mean",
+    "median",
+    "trimmed_mean",
+    "geometric_median",
+    "krum",
+    "multi_krum",
+    "bulyan",
+    "centered_clipping",
+    "median_of_means",
+]
+PreRule = Literal["nnm", "bucketing"]
+ATTACK_NAMES = (
+    "reversed_gradient",
+    "constant",
+    "sign_flip",
+    "gaussian",
+    "alie",
+    "ipm",
+    "mimic",
+    "label_flip",
+)
+
+# Files a rule needs for f Byzantine inputs (the rules' own preconditions).
+_MIN_INPUTS = {
+    "krum": lambda f: 2 * f + 3,
+    "multi_krum": lambda f: 2 * f + 3,
+    "bulyan": lambda f: 4 * f + 3,
+    "trimmed_mean": lambda f: 2 * f + 1,
+}
 
 
 class _Section(BaseModel):
@@ -53,9 +85,16 @@ class DetectionConfig(_Section):
 class AggregationConfig(_Section):
     """The robust rule over the accepted file updates."""
 
-    rule: str = "mean"
+    rule: Rule = "mean"
     f: int = Field(default=0, ge=0, description="Byzantine inputs the rule must tolerate.")
-    pre: str | None = Field(default=None, description='Pre-aggregator: "nnm" or "bucketing".')
+    pre: PreRule | None = None
+    options: dict[str, float | int] = Field(
+        default_factory=dict, description="Keyword options of the rule."
+    )
+    pre_options: dict[str, float | int] = Field(
+        default_factory=dict,
+        description="Keyword options of the pre-aggregator (bucketing: s, seed).",
+    )
 
 
 class AttackConfig(_Section):
@@ -64,6 +103,20 @@ class AttackConfig(_Section):
     name: str | None = Field(
         default=None, description='An attack name, or a plug-in "package.module:Name".'
     )
+
+    @field_validator("name")
+    @classmethod
+    def _known_or_plugin(cls, name: str | None) -> str | None:
+        if name is None or name in ATTACK_NAMES:
+            return name
+        module, _, attr = name.partition(":")
+        if module and attr:
+            return name
+        raise ValueError(
+            f"unknown attack {name!r}; choose one of {', '.join(ATTACK_NAMES)} "
+            "or a plug-in 'package.module:Name'"
+        )
+
     q: int = Field(default=0, ge=0)
     selection: Literal["weak", "strong"] = "weak"
     strategy: Literal["all", "only_majorities", "fixed_disagreement"] = "all"
@@ -105,6 +158,19 @@ class RunConfig(_Section):
             raise ValueError(f"attack.q={self.attack.q} must be below assignment.num_workers={k}")
         if self.attack.q > 0 and self.attack.name is None:
             raise ValueError("attack.q > 0 needs attack.name (e.g. 'alie')")
+        try:
+            files = make_assignment(
+                self.assignment.scheme, k, r, num_files=self.assignment.num_files, seed=self.seed
+            ).num_files
+        except ValueError as exc:
+            raise ValueError(f"assignment: {exc}") from exc
+        rule, f = self.aggregation.rule, self.aggregation.f
+        needed = _MIN_INPUTS.get(rule, lambda f: f + 1)(f)
+        if files < needed:
+            raise ValueError(
+                f"aggregation.rule={rule!r} with aggregation.f={f} needs at least {needed} "
+                f"files per round; the {self.assignment.scheme} assignment has {files}"
+            )
         return self
 
 

@@ -36,7 +36,7 @@ from phalanx.replies import (
     make_float32_decoder,
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink
-from phalanx.training import evaluate
+from phalanx.training import derive_seed, evaluate
 
 
 @dataclass(frozen=True)
@@ -208,11 +208,17 @@ class Coordinator:
         files = sorted(verdict.accepted)
         if files:
             stacked = torch.stack([verdict.accepted[f] for f in files])
+            agg = self.config.aggregation
+            pre_options = dict(agg.pre_options)
+            if agg.pre == "bucketing":
+                pre_options.setdefault("seed", derive_seed(self.config.seed, t, -2))
             update = aggregate(
-                self.config.aggregation.rule,
+                agg.rule,
                 stacked,
-                f=self.config.aggregation.f,
-                pre=self.config.aggregation.pre,
+                f=agg.f,
+                pre=agg.pre,
+                pre_options=pre_options if agg.pre else None,
+                **agg.options,
             )
             self.optimizer.step(update)
         lap("aggregate")

@@ -1,0 +1,45 @@
+"""The ServerApp that ``flwr run`` loads (``[tool.flwr.app.components]`` in pyproject.toml).
+
+It reads the run config named by the ``run-config`` key of Flower's run config
+(``flwr run . --run-config 'run-config="examples/demo.toml"'``), records the run
+in ``PHALANX_DATABASE_URL`` and drives the coordinator over Flower's ``Grid``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+
+from phalanx.config import load_run_config
+from phalanx.flower.server_app import wait_for_nodes
+from phalanx.flower.transport import GridTransport
+from phalanx.runs.recorder import claimer_name, create_simulated_run
+from phalanx.runs.service import run_recorded
+from phalanx.settings import get_settings
+from phalanx.store import make_engine, migrate, session_factory
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Run the configured federation on the nodes connected to this Flower run."""
+    config = load_run_config(Path(str(context.run_config.get("run-config", "examples/demo.toml"))))
+    settings = get_settings()
+    url = settings.resolved_database_url
+    migrate.upgrade(url)
+    sessions = session_factory(make_engine(url))
+    claimer = claimer_name()
+    run_id = create_simulated_run(sessions, config, claimer)
+    nodes = wait_for_nodes(grid, config.assignment.num_workers)
+    transport = GridTransport(grid, dict(enumerate(nodes)), config.model_dump_json())
+    run_recorded(
+        sessions,
+        run_id,
+        config,
+        claimer=claimer,
+        checkpoint_dir=settings.checkpoint_dir,
+        transport=transport,
+    )

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from phalanx.aggregation import AGGREGATORS, PRE_AGGREGATORS
+from phalanx.attacks import ATTACKS
+from phalanx.cli import app
+from phalanx.config import ATTACK_NAMES, PreRule, Rule, RunConfig, load_run_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_names_in_the_config_match_the_registries() -> None:
+    assert set(typing.get_args(Rule)) == set(AGGREGATORS)
+    assert set(typing.get_args(PreRule)) == set(PRE_AGGREGATORS)
+    assert set(ATTACK_NAMES) == set(ATTACKS)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.toml")), ids=lambda p: p.name)
+def test_every_example_config_is_valid(path: Path) -> None:
+    assert load_run_config(path).rounds >= 1
+
+
+def test_demo_is_sts15_with_three_alie_adversaries() -> None:
+    config = load_run_config(ROOT / "examples" / "demo.toml")
+    assert (config.assignment.scheme, config.assignment.num_workers, config.assignment.r) == (
+        "bibd",
+        15,
+        3,
+    )
+    assert (config.attack.name, config.attack.q) == ("alie", 3)
+    assert (config.data.dataset, config.data.model) == ("fashion-mnist", "cnn")
+
+
+def test_json_and_toml_configs_are_the_same_model(tmp_path: Path) -> None:
+    config = load_run_config(ROOT / "examples" / "quick-digits.toml")
+    path = tmp_path / "run.json"
+    path.write_text(config.model_dump_json())
+    assert load_run_config(path) == config
+
+
+def _error(data: dict[str, object]) -> str:
+    with pytest.raises(ValidationError) as info:
+        RunConfig.model_validate(data)
+    return str(info.value)
+
+
+def test_impossible_block_design_names_the_field_and_the_nearest_valid_size() -> None:
+    message = _error({"assignment": {"scheme": "bibd", "num_workers": 14, "r": 3}})
+    assert "assignment" in message and "13 or 15" in message
+
+
+def test_rule_without_enough_files_for_its_f_is_refused() -> None:
+    message = _error(
+        {
+            "assignment": {"scheme": "groups", "num_workers": 15, "r": 3},
+            "aggregation": {"rule": "krum", "f": 2},
+        }
+    )
+    assert "aggregation.rule='krum'" in message and "needs at least 7" in message
+
+
+def test_unknown_attack_and_unknown_fields_are_refused_by_name() -> None:
+    assert "unknown attack 'alie2'" in _error({"attack": {"name": "alie2", "q": 1}})
+    assert "training.lr" in _error({"training": {"lr": 0.1}}).replace("\n", ".")
+    assert "attack.name" in _error({"attack": {"q": 2}})
+
+
+def test_plugin_attack_paths_are_accepted() -> None:
+    config = RunConfig.model_validate({"attack": {"name": "redteam.attacks:Sneaky", "q": 1}})
+    assert config.attack.name == "redteam.attacks:Sneaky"
+
+
+def test_cli_refuses_an_invalid_config_before_anything_starts(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"assignment": {"scheme": "mols", "num_workers": 16, "r": 3}}))
+    result = CliRunner().invoke(app, ["run", str(path)], env={"PHALANX_DATA_DIR": str(tmp_path)})
+    assert result.exit_code == 2
+    assert "assignment" in result.output and "nearest valid K: 15" in result.output
+    assert not (tmp_path / "phalanx.db").exists()
