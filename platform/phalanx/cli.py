@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -148,6 +149,57 @@ def demo(
     fmt = _format(output)
     config = _load_config(DEMO_CONFIG)
     _print_summary(_execute(config, resume=None, output=fmt, ray_address=None), fmt)
+
+
+@app.command()
+def coordinator(
+    poll: Annotated[float, typer.Option(help="Seconds between looks for queued runs.")] = 2.0,
+    once: Annotated[bool, typer.Option(help="Exit when no run is queued.")] = False,
+) -> None:
+    """Claim queued runs (and runs whose coordinator died) and execute them, one at a time."""
+    from phalanx.runs.recorder import claimer_name, register_simulated_clients
+    from phalanx.runs.service import run_recorded
+    from phalanx.store import RunStatus, runs
+
+    sessions = _sessions()
+    claimer = claimer_name()
+    console.print(f"coordinator {claimer} waiting for runs")
+    while True:
+        with sessions.begin() as session:
+            claimed = runs.claim_next_run(session, claimer)
+            job = (claimed.id, claimed.config) if claimed else None
+        if job is None:
+            if once:
+                return
+            time.sleep(poll)
+            continue
+        run_id, stored = job
+        try:
+            config = RunConfig.model_validate(stored)
+        except ValidationError as exc:
+            with sessions.begin() as session:
+                runs.finish_run(
+                    session,
+                    run_id,
+                    RunStatus.FAILED,
+                    claimer=claimer,
+                    error=f"invalid config: {exc}",
+                )
+            console.print(f"run {run_id} refused: invalid config")
+            continue
+        try:
+            register_simulated_clients(sessions, run_id, config)
+            console.print(f"run [bold]{run_id}[/bold] ({config.name}) claimed")
+            summary = run_recorded(
+                sessions,
+                run_id,
+                config,
+                claimer=claimer,
+                checkpoint_dir=get_settings().checkpoint_dir,
+            )
+            console.print(f"run {run_id} finished: accuracy {summary.final_accuracy:.4f}")
+        except Exception as exc:  # one bad run must not stop the service
+            console.print(f"run {run_id} failed: {type(exc).__name__}: {exc}")
 
 
 @db_app.command("upgrade")

@@ -128,7 +128,18 @@ def create_simulated_run(sessions: sessionmaker[Session], config: RunConfig, cla
         )
         run_id = run.id
         runs.start_run(session, run_id, claimer)
+    register_simulated_clients(sessions, run_id, config)
+    return run_id
+
+
+def register_simulated_clients(
+    sessions: sessionmaker[Session], run_id: str, config: RunConfig
+) -> None:
+    """Register the virtual clients of a simulated run (those already registered are kept)."""
+    with sessions.begin() as session:
         for ident in simulated_roster(run_id, config.assignment.num_workers):
+            if session.get(Client, ident.client_id) is not None:
+                continue
             session.add(
                 Client(
                     id=ident.client_id,
@@ -138,7 +149,6 @@ def create_simulated_run(sessions: sessionmaker[Session], config: RunConfig, cla
                     status=ClientStatus.APPROVED,
                 )
             )
-    return run_id
 
 
 def load_checkpoint(sessions: sessionmaker[Session], run_id: str) -> tuple[int, bytes | None]:
