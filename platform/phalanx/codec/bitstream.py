@@ -1,0 +1,372 @@
+"""The versioned bitstream: header, layer table, payload.
+
+All integers are little-endian; ``varint`` is unsigned LEB128 (at most 5
+bytes here), ``zigzag`` maps signed to unsigned (``0, -1, 1, -2 ...``)::
+
+    header   magic "PHXC" (4) | version u8 = 1 | flags u8 = 0
+             | model fingerprint (4) | history fingerprint (8) | layer count varint
+    layer    ndim u8 | dims varint x ndim
+             | tag u8: bits 0-1 predictor, bits 2-3 quantizer, bit 4 gain present
+             | gain f32                                   if bit 4
+             | step f32 | sym_min zigzag | alphabet varint   unless censored
+             | frequencies varint x alphabet               if alphabet >= 2
+    payload  word count varint | words u32 x count, ending exactly at the end
+
+A censored layer is its tag byte (plus a gain if it has one); a layer whose
+alphabet has one symbol has no frequencies and no coded bits. The words are one
+ANS stream holding every layer with two or more symbols, in layer order, each
+coded in groups of ``g`` symbols (see :mod:`phalanx.codec.entropy`).
+
+The decoder checks every field against the expected model before it allocates
+anything sized by the stream, and raises
+:class:`~phalanx.codec.errors.CodecError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .entropy import MAX_ALPHABET, IntArray, WordArray
+from .errors import CodecError
+from .layers import LayerLayout
+from .predictors import Predictor
+from .quantizers import MAX_SYMBOL, Quantizer
+
+MAGIC = b"PHXC"
+VERSION = 1
+MAX_FREQUENCY = (1 << 32) - 1
+MAX_VARINT_BYTES = 5
+
+_TAG_PREDICTOR = 0b11
+_TAG_QUANTIZER_SHIFT = 2
+_TAG_GAIN = 1 << 4
+_TAG_RESERVED = 0b1110_0000
+
+
+@dataclass(frozen=True)
+class LayerRecord:
+    """One row of the layer table: what was chosen for a layer and its side information.
+
+    Parameters
+    ----------
+    predictor : Predictor
+        Prediction the residual is taken against.
+    quantizer : Quantizer
+        How the residual is sent (or ``CENSORED``).
+    gain : float
+        Multiplies the prediction; ``1.0`` is not written.
+    step : float
+        Quantizer step or ternary scale (unused when censored).
+    sym_min : int
+        Smallest symbol.
+    frequencies : numpy.ndarray
+        ``int64`` frequency table over ``sym_min .. sym_min + A - 1``;
+        empty when censored.
+    """
+
+    predictor: Predictor
+    quantizer: Quantizer
+    gain: float = 1.0
+    step: float = 0.0
+    sym_min: int = 0
+    frequencies: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def alphabet(self) -> int:
+        """Number of symbols ``A`` (0 when censored)."""
+        return len(self.frequencies)
+
+
+@dataclass(frozen=True)
+class Header:
+    """Fixed fields at the start of every payload."""
+
+    model_fingerprint: bytes
+    history_fingerprint: bytes
+
+
+# ---------------------------------------------------------------------------
+# varints
+
+
+def encode_varint(value: int) -> bytes:
+    """Unsigned LEB128 encoding of ``0 <= value < 2**35``."""
+    if not 0 <= value < 1 << (7 * MAX_VARINT_BYTES):
+        raise ValueError(f"varint out of range: {value}")
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def zigzag(value: int) -> int:
+    """Map a signed integer to an unsigned one: ``0, -1, 1, -2, 2 -> 0, 1, 2, 3, 4``."""
+    return 2 * value if value >= 0 else -2 * value - 1
+
+
+def unzigzag(value: int) -> int:
+    """Inverse of :func:`zigzag`."""
+    return value >> 1 if value % 2 == 0 else -((value + 1) >> 1)
+
+
+def encode_varints(values: IntArray) -> bytes:
+    """Unsigned LEB128 of every entry of ``values`` (each ``< 2**35``), vectorised."""
+    v = np.asarray(values, dtype=np.uint64)
+    if v.size == 0:
+        return b""
+    if int(v.max()) >= 1 << (7 * MAX_VARINT_BYTES):
+        raise ValueError("varint out of range")
+    lengths = np.ones(v.size, dtype=np.int64)
+    for k in range(1, MAX_VARINT_BYTES):
+        lengths += (v >> np.uint64(7 * k)) > 0
+    owner = np.repeat(np.arange(v.size), lengths)
+    starts = np.cumsum(lengths) - lengths
+    position = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+    payload = (v[owner] >> (np.uint64(7) * position.astype(np.uint64))) & np.uint64(0x7F)
+    more = (position < lengths[owner] - 1).astype(np.uint64) << np.uint64(7)
+    return (payload | more).astype(np.uint8).tobytes()
+
+
+class Reader:
+    """Bounds-checked cursor over a payload; every read raises :class:`CodecError` past the end."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.view = np.frombuffer(data, dtype=np.uint8)
+        self.pos = 0
+
+    @property
+    def remaining(self) -> int:
+        """Bytes not read yet."""
+        return len(self.data) - self.pos
+
+    def take(self, size: int, what: str) -> bytes:
+        """Read the next ``size`` bytes."""
+        if size < 0 or size > self.remaining:
+            raise CodecError(f"truncated: {what} needs {size} bytes, {self.remaining} left")
+        out = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return out
+
+    def u8(self, what: str) -> int:
+        """One unsigned byte."""
+        return self.take(1, what)[0]
+
+    def f32(self, what: str) -> float:
+        """One little-endian ``float32``."""
+        value: float = struct.unpack("<f", self.take(4, what))[0]
+        return value
+
+    def varint(self, what: str) -> int:
+        """One unsigned LEB128 integer of at most :data:`MAX_VARINT_BYTES` bytes."""
+        value = 0
+        for k in range(MAX_VARINT_BYTES):
+            byte = self.u8(what)
+            value |= (byte & 0x7F) << (7 * k)
+            if byte < 0x80:
+                if k > 0 and byte == 0:
+                    raise CodecError(f"{what}: varint is not in its shortest form")
+                return value
+        raise CodecError(f"{what}: varint longer than {MAX_VARINT_BYTES} bytes")
+
+    def varints(self, count: int, what: str) -> IntArray:
+        """``count`` unsigned LEB128 integers, decoded without a Python loop."""
+        if count > self.remaining:
+            raise CodecError(f"truncated: {count} {what} need at least {count} bytes")
+        window = self.view[self.pos : self.pos + count * MAX_VARINT_BYTES]
+        ends = np.flatnonzero(window < 0x80)[:count]
+        if ends.size < count:
+            raise CodecError(f"truncated: fewer than {count} {what}")
+        lengths = np.diff(ends, prepend=-1)
+        if int(lengths.max(initial=1)) > MAX_VARINT_BYTES:
+            raise CodecError(f"{what}: varint longer than {MAX_VARINT_BYTES} bytes")
+        last = window[ends]
+        if bool(((lengths > 1) & (last == 0)).any()):
+            raise CodecError(f"{what}: varint is not in its shortest form")
+        used = int(ends[-1]) + 1 if count else 0
+        chunk = window[:used].astype(np.int64)
+        owner = np.repeat(np.arange(count), lengths)
+        starts = ends - lengths + 1
+        position = np.arange(used) - np.repeat(starts, lengths)
+        values = np.zeros(count, dtype=np.int64)
+        np.add.at(values, owner, (chunk & 0x7F) << (7 * position))
+        self.pos += used
+        return values
+
+
+# ---------------------------------------------------------------------------
+# writing
+
+
+def write_bitstream(
+    header: Header, records: Sequence[LayerRecord], layout: LayerLayout, words: WordArray
+) -> tuple[bytes, int]:
+    """Serialise a payload.
+
+    Parameters
+    ----------
+    header : Header
+        Fingerprints.
+    records : sequence of LayerRecord
+        One per layer, in layer order.
+    layout : LayerLayout
+        Supplies each layer's shape.
+    words : numpy.ndarray
+        The ANS words.
+
+    Returns
+    -------
+    payload : bytes
+        The complete bitstream.
+    side_bytes : int
+        Bytes before the first ANS word: header, layer table, word count.
+    """
+    parts = [
+        MAGIC,
+        bytes([VERSION, 0]),
+        header.model_fingerprint,
+        header.history_fingerprint,
+        encode_varint(len(records)),
+    ]
+    for record, shape in zip(records, layout.shapes, strict=True):
+        parts.append(bytes([len(shape)]))
+        parts.extend(encode_varint(d) for d in shape)
+        has_gain = record.predictor is not Predictor.ZERO and record.gain != 1.0
+        tag = int(record.predictor) | (int(record.quantizer) << _TAG_QUANTIZER_SHIFT)
+        parts.append(bytes([tag | (_TAG_GAIN if has_gain else 0)]))
+        if has_gain:
+            parts.append(struct.pack("<f", record.gain))
+        if record.quantizer is not Quantizer.CENSORED:
+            parts.append(struct.pack("<f", record.step))
+            parts.append(encode_varint(zigzag(record.sym_min)))
+            parts.append(encode_varint(record.alphabet))
+            if record.alphabet >= 2:
+                parts.append(encode_varints(record.frequencies))
+    parts.append(encode_varint(len(words)))
+    side = b"".join(parts)
+    return side + words.astype("<u4").tobytes(), len(side)
+
+
+def record_size(
+    quantizer: Quantizer, has_gain: bool, alphabet: int, frequency_bytes: float
+) -> float:
+    """Bytes a layer-table row takes, less its shape; the encoder's side-information estimate."""
+    size = 1.0 + (4.0 if has_gain else 0.0)
+    if quantizer is not Quantizer.CENSORED:
+        size += 4.0 + 3.0 + (frequency_bytes if alphabet >= 2 else 0.0)
+    return size
+
+
+# ---------------------------------------------------------------------------
+# reading
+
+
+def _read_record(reader: Reader, shape: tuple[int, ...], size: int, name: str) -> LayerRecord:
+    ndim = reader.u8(f"{name}: ndim")
+    if ndim != len(shape):
+        raise CodecError(
+            f"layer {name!r} has {ndim} dimensions in the stream, expected {len(shape)}"
+        )
+    dims = tuple(reader.varint(f"{name}: shape") for _ in range(ndim))
+    if dims != shape:
+        raise CodecError(f"layer {name!r} has shape {dims} in the stream, expected {shape}")
+    tag = reader.u8(f"{name}: tag")
+    if tag & _TAG_RESERVED:
+        raise CodecError(f"layer {name!r}: reserved tag bits set ({tag:#04x})")
+    predictor = Predictor(tag & _TAG_PREDICTOR)
+    kind = (tag >> _TAG_QUANTIZER_SHIFT) & 0b11
+    if kind > max(Quantizer):
+        raise CodecError(f"layer {name!r}: unknown quantizer id {kind}")
+    quantizer = Quantizer(kind)
+    gain = 1.0
+    if tag & _TAG_GAIN:
+        if predictor is Predictor.ZERO:
+            raise CodecError(f"layer {name!r}: a gain on the zero predictor")
+        gain = reader.f32(f"{name}: gain")
+        if not np.isfinite(gain):
+            raise CodecError(f"layer {name!r}: gain is not finite")
+    if quantizer is Quantizer.CENSORED:
+        return LayerRecord(predictor, quantizer, gain)
+    step = reader.f32(f"{name}: step")
+    if not (np.isfinite(step) and step > 0.0):
+        raise CodecError(f"layer {name!r}: step must be finite and positive, got {step}")
+    sym_min = unzigzag(reader.varint(f"{name}: sym_min"))
+    alphabet = reader.varint(f"{name}: alphabet")
+    if not 1 <= alphabet <= MAX_ALPHABET:
+        raise CodecError(f"layer {name!r}: alphabet {alphabet} outside 1..{MAX_ALPHABET}")
+    sym_max = sym_min + alphabet - 1
+    bound = 1 if quantizer is Quantizer.TERNARY else MAX_SYMBOL
+    if sym_min < -bound or sym_max > bound:
+        raise CodecError(f"layer {name!r}: symbols {sym_min}..{sym_max} outside -{bound}..{bound}")
+    if size == 0 and alphabet != 1:
+        raise CodecError(f"layer {name!r} is empty but declares {alphabet} symbols")
+    if alphabet == 1:
+        frequencies = np.ones(1, dtype=np.int64)
+    else:
+        frequencies = reader.varints(alphabet, f"{name}: frequencies")
+        if int(frequencies.max()) > MAX_FREQUENCY or int(frequencies.sum()) == 0:
+            raise CodecError(f"layer {name!r}: invalid frequency table")
+    return LayerRecord(predictor, quantizer, gain, step, sym_min, frequencies)
+
+
+def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[LayerRecord], WordArray]:
+    """Parse and check a payload against the expected model.
+
+    Parameters
+    ----------
+    data : bytes
+        The payload.
+    layout : LayerLayout
+        The model the payload must describe.
+
+    Returns
+    -------
+    header : Header
+    records : list of LayerRecord
+        One per layer.
+    words : numpy.ndarray
+        The ANS words (native-order ``uint32``).
+
+    Raises
+    ------
+    CodecError
+        On any deviation from the format or from ``layout``.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"payload must be bytes, got {type(data).__name__}")
+    reader = Reader(bytes(data))
+    if reader.take(4, "magic") != MAGIC:
+        raise CodecError("not a Phalanx codec payload (bad magic)")
+    version = reader.u8("version")
+    if version != VERSION:
+        raise CodecError(
+            f"bitstream version {version} is not supported (this decoder reads {VERSION})"
+        )
+    if reader.u8("flags") != 0:
+        raise CodecError("unknown flags set")
+    header = Header(reader.take(4, "model fingerprint"), reader.take(8, "history fingerprint"))
+    if header.model_fingerprint != layout.fingerprint:
+        raise CodecError("payload is for another model (layer names or shapes differ)")
+    count = reader.varint("layer count")
+    if count != len(layout):
+        raise CodecError(f"payload has {count} layers, the model has {len(layout)}")
+    records = [
+        _read_record(reader, shape, size, name)
+        for name, shape, size in zip(layout.names, layout.shapes, layout.sizes, strict=True)
+    ]
+    num_words = reader.varint("word count")
+    if num_words * 4 != reader.remaining:
+        raise CodecError(
+            f"payload declares {num_words} words ({num_words * 4} bytes), {reader.remaining} follow"
+        )
+    words = np.frombuffer(reader.take(num_words * 4, "payload"), dtype="<u4").astype(np.uint32)
+    return header, records, words

@@ -1,0 +1,82 @@
+"""Error feedback for one worker: the quantization error rejoins the next update.
+
+Only for runs with replication 1: the memory is private to the worker, so with
+``r > 1`` honest replicas of a file would send different bytes (see
+:func:`~phalanx.codec.config.check_codec_compatible`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .codec import EncodedUpdate, SeedContext, encode_update
+from .config import CodecConfig
+from .layers import FloatArray, LayerLayout, LayerSpec, flatten_update, layer_layout
+from .predictors import DeltaHistory
+
+
+def compensate(update: FloatArray, memory: FloatArray) -> FloatArray:
+    """``update + memory`` in ``float32``: what the worker encodes this round."""
+    return np.add(update, memory, dtype=np.float32)
+
+
+def carried_error(compensated: FloatArray, reconstruction: FloatArray) -> FloatArray:
+    """``compensated - reconstruction``: the error carried into the next round."""
+    return np.subtract(compensated, reconstruction, dtype=np.float32)
+
+
+class ErrorFeedback:
+    """The residual memory of one worker (``r = 1`` only).
+
+    Parameters
+    ----------
+    layers_spec : sequence of (str, sequence of int), or LayerLayout
+        The model's layers.
+    """
+
+    def __init__(self, layers_spec: LayerSpec | LayerLayout) -> None:
+        self.layout = layer_layout(layers_spec)
+        self._memory = np.zeros(self.layout.total, dtype=np.float32)
+
+    @property
+    def memory(self) -> FloatArray:
+        """The error carried into the next update (read-only view)."""
+        view = self._memory.view()
+        view.flags.writeable = False
+        return view
+
+    def reset(self) -> None:
+        """Forget the carried error."""
+        self._memory.fill(0.0)
+
+    def encode(
+        self,
+        update: Any,
+        *,
+        history: DeltaHistory,
+        config: CodecConfig,
+        seed_context: SeedContext,
+    ) -> EncodedUpdate:
+        """Encode ``update + memory`` and keep the new quantization error.
+
+        Parameters are those of :func:`~phalanx.codec.codec.encode_update`.
+
+        Raises
+        ------
+        ValueError
+            If ``config.error_feedback`` is off.
+        """
+        if not config.error_feedback:
+            raise ValueError("ErrorFeedback.encode needs config.error_feedback=True")
+        corrected = compensate(flatten_update(update, self.layout), self._memory)
+        encoded = encode_update(
+            corrected,
+            layers_spec=self.layout,
+            history=history,
+            config=config,
+            seed_context=seed_context,
+        )
+        self._memory = carried_error(corrected, encoded.flat)
+        return encoded

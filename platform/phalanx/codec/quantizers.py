@@ -1,0 +1,147 @@
+"""Quantizers: residuals to integer symbols and back.
+
+Two kinds, both reconstructed the same way, ``symbol * step``:
+
+- uniform mid-tread: ``symbol = rint(residual / step)``, deterministic;
+- ternary: symbols in ``{-1, 0, 1}`` with stochastic rounding, unbiased on
+  ``[-scale, scale]`` (values beyond are clipped, as TernGrad clips gradients),
+  drawn from a random stream seeded by ``(run, round, file, layer)`` so that
+  honest replicas of one file draw the same symbols.
+
+A censored layer has no symbols at all: its reconstruction is the prediction.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+from .layers import FloatArray
+
+MAX_SYMBOL = (1 << 15) - 1
+"""Largest symbol magnitude a uniform quantizer emits; the step grows to fit."""
+
+TERNARY_CLIP = 2.5
+"""Ternary scale, in multiples of the residual's RMS (TernGrad's clipping at 2.5 sigma)."""
+
+SEED_DOMAIN = 0x5048_5843
+"""Mixed into every ternary seed so the codec's stream differs from other seeded streams."""
+
+
+class Quantizer(IntEnum):
+    """How a layer's residual is sent; the value is its bitstream id."""
+
+    CENSORED = 0
+    """Nothing but a flag: the reconstruction is the prediction."""
+    UNIFORM = 1
+    """Deterministic uniform mid-tread quantizer."""
+    TERNARY = 2
+    """``{-1, 0, +1}`` times a scale, stochastic rounding."""
+
+
+def quantize_uniform(
+    residual: FloatArray, step: np.float32, out: FloatArray | None = None
+) -> FloatArray:
+    """Compute mid-tread symbols ``rint(residual / step)`` as ``float32`` integers.
+
+    Parameters
+    ----------
+    residual : numpy.ndarray
+        ``float32``, finite.
+    step : numpy.float32
+        Positive; the caller keeps ``max|residual| / step`` within
+        :data:`MAX_SYMBOL`.
+    out : numpy.ndarray, optional
+        Where to write the symbols (may be ``residual`` itself).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float32`` holding integers, with ``-0.0`` normalised to ``+0.0`` so
+        that dequantizing it matches dequantizing the decoded integers bit for
+        bit.
+    """
+    symbols = np.divide(residual, step, out=out, dtype=np.float32)
+    np.rint(symbols, out=symbols)
+    np.add(symbols, np.float32(0.0), out=symbols)
+    return symbols
+
+
+def ternary_rng(seed_context: tuple[int, int, int], layer: int) -> np.random.Generator:
+    """Build the random stream of one layer's ternary rounding.
+
+    Parameters
+    ----------
+    seed_context : tuple of int
+        ``(run_seed, round, file)``, each non-negative.
+    layer : int
+        Layer index in the model.
+
+    Returns
+    -------
+    numpy.random.Generator
+        PCG64 seeded by ``SeedSequence([domain, run_seed, round, file, layer])``.
+    """
+    return np.random.Generator(
+        np.random.PCG64(np.random.SeedSequence([SEED_DOMAIN, *seed_context, layer]))
+    )
+
+
+def quantize_ternary(
+    residual: FloatArray, scale: np.float32, rng: np.random.Generator
+) -> FloatArray:
+    """Ternary symbols with stochastic rounding.
+
+    ``symbol = sign(r)`` with probability ``min(|r| / scale, 1)``, else ``0``,
+    so ``E[symbol * scale] = r`` wherever ``|r| <= scale``.
+
+    Parameters
+    ----------
+    residual : numpy.ndarray
+        ``float32``, finite.
+    scale : numpy.float32
+        Positive.
+    rng : numpy.random.Generator
+        Usually :func:`ternary_rng`; one ``float32`` draw per coordinate.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float32`` values in ``{-1, 0, 1}`` (never ``-0.0``).
+    """
+    probability = np.abs(residual)
+    np.divide(probability, scale, out=probability)
+    draws = rng.random(residual.size, dtype=np.float32)
+    keep = draws < probability
+    symbols = np.sign(residual)
+    np.multiply(symbols, keep, out=symbols)
+    np.add(symbols, np.float32(0.0), out=symbols)
+    return symbols
+
+
+def dequantize_into(symbols: FloatArray, step: np.float32, out: FloatArray) -> None:
+    """Write the dequantized residual ``symbols * step`` into ``out`` (``float32``)."""
+    np.multiply(symbols, step, out=out)
+
+
+def add_prediction(
+    out: FloatArray,
+    prediction: FloatArray | None,
+    gain: np.float32,
+    scratch: FloatArray | None = None,
+) -> None:
+    """Add ``gain * prediction`` to ``out`` in place.
+
+    The one reconstruction step shared by encoder and decoder, so both produce
+    the same bits: ``out + (gain * prediction)``, each operation rounded to
+    ``float32``. ``None`` stands for a zero prediction; a gain of exactly 1
+    skips the multiplication (which would not change the value). ``scratch``,
+    if given, holds ``gain * prediction`` instead of a new array.
+    """
+    if prediction is None:
+        return
+    if gain == np.float32(1.0):
+        np.add(out, prediction, out=out)
+    else:
+        np.add(out, np.multiply(prediction, gain, out=scratch, dtype=np.float32), out=out)
