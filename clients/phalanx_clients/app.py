@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
+import numpy as np
 import torch
-from flwr.app import Context, Message
+from flwr.app import Array, ArrayRecord, Context, Message
 from flwr.clientapp import ClientApp
 
 from phalanx.config import RunConfig
@@ -17,6 +18,7 @@ from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.worker import Worker
 
 RedTeamFactory = Callable[[RunConfig], RedTeam | None]
+REPLICA_STATE = "phalanx.replica"
 
 
 @lru_cache(maxsize=4)
@@ -43,7 +45,7 @@ def build_client_app(red_team: RedTeamFactory = RedTeam.from_config) -> ClientAp
     @app.train()
     def train(message: Message, context: Context) -> Message:
         torch.set_num_threads(1)
-        task, params, config_json = read_task(message.content)
+        task, downlink, config_json = read_task(message.content)
         config = _run_config(config_json)
         identity = simulated_identity(task.run_id, task.worker)
         team = red_team(config)
@@ -54,7 +56,16 @@ def build_client_app(red_team: RedTeamFactory = RedTeam.from_config) -> ClientAp
             private_key=identity.private_key,
             behaviour=team.behaviour_of(task.worker) if team else None,
         )
-        return Message(reply_content(worker.handle(task, params)), reply_to=message)
+        saved = context.state.array_records.get(REPLICA_STATE)
+        if saved is not None:
+            worker.replica.restore({k: v.numpy() for k, v in saved.items()})
+        reply = worker.handle(task, downlink)
+        state = worker.replica.state()
+        if state:
+            context.state[REPLICA_STATE] = ArrayRecord(
+                array_dict={k: Array(np.ascontiguousarray(v)) for k, v in state.items()}
+            )
+        return Message(reply_content(reply), reply_to=message)
 
     return app
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from torch import Tensor
-
+from phalanx.channel import Downlink
 from phalanx.coordinator import Exchange
 from phalanx.replies import Reply, Task
 from phalanx_clients.worker import Worker
@@ -34,13 +33,13 @@ class InProcessTransport:
         self.workers = dict(workers)
         self.tamper = tamper
 
-    def exchange(self, tasks: Sequence[Task], params: Tensor) -> Exchange:
+    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
         """Run every task and return the replies."""
         replies = []
         for task in tasks:
-            reply: Reply | None = self.workers[task.worker].handle(task, params)
+            reply: Reply | None = self.workers[task.worker].handle(task, downlink)
             if self.tamper is not None and reply is not None:
                 reply = self.tamper(reply)
             if reply is not None:
                 replies.append(reply)
-        return Exchange(replies=replies, bytes_down=len(tasks) * params.numel() * 4)
+        return Exchange(replies=replies, bytes_down=len(tasks) * downlink.num_bytes)

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor
 
+from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.identity import sign_reply
-from phalanx.nets import build_model, load_flat_
+from phalanx.nets import build_model, layer_shapes, load_flat_
 from phalanx.plan import file_samples, round_assignment
-from phalanx.replies import Reply, Task, float32_payload
+from phalanx.replies import Reply, Task
 from phalanx.training import compute_update, derive_seed
 from phalanx_clients.behaviour import Behaviour
+from phalanx_clients.replica import ModelReplica, OutOfSyncError
 
 
 @dataclass
 class Worker:
-    """One worker of a run, with its data and key.
+    """One worker of a run, with its data, key and copy of the global model.
 
     Parameters
     ----------
@@ -44,19 +46,45 @@ class Worker:
     private_key: ec.EllipticCurvePrivateKey
     behaviour: Behaviour | None = None
     node_id: int | None = None
+    replica: ModelReplica = field(init=False)
+
+    def __post_init__(self) -> None:
+        model = build_model(
+            self.config.data.model,
+            in_channels=self.train_set.in_channels,
+            image_size=self.train_set.image_size,
+            num_classes=self.train_set.num_classes,
+        )
+        self.replica = ModelReplica(self.config.codec, layer_shapes(model), self.config.seed)
 
     def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
         """Compute the honest update of every file of the task, keyed by file id."""
         return compute_file_updates(self.config, self.train_set, task.round, task.files, params)
 
-    def handle(self, task: Task, params: Tensor) -> Reply:
-        """Compute, encode and sign the reply to ``task``."""
+    def handle(self, task: Task, downlink: Downlink) -> Reply:
+        """Apply the downlink, then compute, encode and sign the reply to ``task``."""
+        try:
+            params = self.replica.apply(downlink)
+        except OutOfSyncError:
+            return Reply(
+                worker=task.worker,
+                client_id=self.client_id,
+                run_id=task.run_id,
+                round=task.round,
+                nonce=task.nonce,
+                files=(),
+                payloads=(),
+                digests=(),
+                signature=b"",
+                node_id=self.node_id,
+                need_sync=True,
+            )
         if self.behaviour is None:
             updates = self.honest_updates(task, params)
         else:
             updates = self.behaviour.updates(self, task, params)
         files = tuple(sorted(updates))
-        payloads = tuple(float32_payload(updates[f]) for f in files)
+        payloads = tuple(self.replica.encode(updates[f], round=task.round, file=f) for f in files)
         digests = tuple(hashlib.sha256(p).hexdigest() for p in payloads)
         signature = sign_reply(
             self.private_key,
@@ -91,13 +119,13 @@ def compute_file_updates(
     *,
     poison_labels: bool = False,
 ) -> dict[int, Tensor]:
-    """Honest (or label-flipped) updates of ``files`` in ``round`` from global ``params``."""
+    """Compute honest (or label-flipped) updates of ``files`` in ``round`` from ``params``."""
     assignment = round_assignment(config, round)
     samples = file_samples(config, len(train_set.y), round, assignment.num_files)
     model = build_model(
         config.data.model,
-        in_channels=int(train_set.x.shape[1]),
-        image_size=int(train_set.x.shape[-1]),
+        in_channels=train_set.in_channels,
+        image_size=train_set.image_size,
         num_classes=train_set.num_classes,
     )
     load_flat_(model, params)

@@ -133,6 +133,22 @@ class TrainingConfig(_Section):
     momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
 
 
+class CodecSettings(_Section):
+    """Predictive-coding compression of uplink updates and downlink broadcasts."""
+
+    enabled: bool = False
+    rd_lambda: float = Field(default=0.1, gt=0.0, description="Rate weight in J = D + lambda R.")
+    step_sizes: tuple[float, ...] = Field(
+        default=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), min_length=1, description="Relative to scale."
+    )
+    ternary: bool = True
+    censor_threshold: float = Field(default=0.05, ge=0.0)
+    history_length: int = Field(default=3, ge=1, le=64)
+    error_feedback: bool = Field(
+        default=False, description="Carry quantization error (r = 1 runs only)."
+    )
+
+
 class RunConfig(_Section):
     """Everything that defines a federated run; identical from the CLI and the API."""
 
@@ -145,6 +161,7 @@ class RunConfig(_Section):
     aggregation: AggregationConfig = AggregationConfig()
     attack: AttackConfig = AttackConfig()
     training: TrainingConfig = TrainingConfig()
+    codec: CodecSettings = CodecSettings()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
@@ -156,6 +173,11 @@ class RunConfig(_Section):
             raise ValueError(f"assignment.scheme='none' needs assignment.r=1, got r={r}")
         if self.attack.q >= k:
             raise ValueError(f"attack.q={self.attack.q} must be below assignment.num_workers={k}")
+        if self.codec.error_feedback and r > 1:
+            raise ValueError(
+                "codec.error_feedback needs assignment.r=1: with replicas, honest workers "
+                "would carry different errors and stop agreeing byte for byte"
+            )
         if self.attack.q > 0 and self.attack.name is None:
             raise ValueError("attack.q > 0 needs attack.name (e.g. 'alie')")
         try:

@@ -7,6 +7,7 @@ the database (ARCHITECTURE.md section 4).
 
 from __future__ import annotations
 
+import io
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,10 +21,11 @@ from torch import Tensor, nn
 
 from phalanx.aggregation import aggregate
 from phalanx.assignment import Assignment
+from phalanx.channel import Downlink, make_channel
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.detection import Replica, detect
-from phalanx.nets import load_flat_, model_digest
+from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
 from phalanx.plan import base_assignment, round_assignment
 from phalanx.replies import (
@@ -33,7 +35,6 @@ from phalanx.replies import (
     ReplyRejectedError,
     Task,
     check_reply,
-    make_float32_decoder,
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink
 from phalanx.training import derive_seed, evaluate
@@ -51,8 +52,8 @@ class Exchange:
 class Transport(Protocol):
     """Carries a round's tasks and the global model to workers and brings replies back."""
 
-    def exchange(self, tasks: Sequence[Task], params: Tensor) -> Exchange:
-        """Send every task with the model; return the replies that arrived in time."""
+    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
+        """Send every task with the downlink; return the replies that arrived in time."""
         ...
 
 
@@ -87,7 +88,8 @@ class Coordinator:
     sink : RoundSink
         Receives each finished round with its checkpoint.
     decode : Decoder, optional
-        Turns a payload into an update; defaults to raw float32.
+        Turns a payload into an update; defaults to the run's channel (raw
+        float32, or the codec when ``config.codec.enabled``).
     """
 
     def __init__(
@@ -110,7 +112,8 @@ class Coordinator:
         self.model = model
         self.test_set = test_set
         self.sink = sink
-        self.decode = decode or make_float32_decoder(int(params.numel()))
+        self.channel = make_channel(config.codec, layer_shapes(model), params, config.seed)
+        self.decode = decode or self.channel.decoder
         t = config.training
         self.optimizer = ServerOptimizer(
             params, kind=t.optimizer, lr=t.server_lr, momentum=t.momentum
@@ -127,7 +130,17 @@ class Coordinator:
 
     def restore(self, checkpoint: bytes) -> None:
         """Continue from a checkpoint written by an earlier run of the same config."""
-        self.optimizer.load_state_bytes(checkpoint)
+        state = torch.load(io.BytesIO(checkpoint), weights_only=True)
+        self.optimizer.load_state_dict(state["optimizer"])
+        channel = {k: v.numpy() for k, v in state["channel"].items()}
+        self.channel.restore(channel, self.params)
+
+    def checkpoint(self) -> bytes:
+        """Serialise everything the next round depends on."""
+        buffer = io.BytesIO()
+        channel = {k: torch.from_numpy(v) for k, v in self.channel.state().items()}
+        torch.save({"optimizer": self.optimizer.state_dict(), "channel": channel}, buffer)
+        return buffer.getvalue()
 
     def run(
         self,
@@ -168,11 +181,11 @@ class Coordinator:
         }
         lap("assign")
 
-        exchange = self.transport.exchange(list(tasks.values()), self.params)
+        replies, bytes_down, malformed = self._exchange(tasks)
         lap("exchange")
 
-        replicas, events, rejected = self._verify(exchange.replies, tasks)
-        for bad in exchange.malformed:
+        replicas, events, rejected = self._verify(replies, tasks)
+        for bad in malformed:
             rejected.add(bad.worker)
             events.append(
                 EventReport(
@@ -221,6 +234,7 @@ class Coordinator:
                 **agg.options,
             )
             self.optimizer.step(update)
+        self.optimizer.set_params(self.channel.commit(self.optimizer.params, t))
         lap("aggregate")
 
         load_flat_(self.model, self.params)
@@ -238,16 +252,35 @@ class Coordinator:
             rejected=tuple(sorted(rejected)),
             dropped_files=tuple(verdict.dropped),
             events=tuple(events),
-            bytes_up=sum(r.num_bytes for r in exchange.replies),
-            bytes_down=exchange.bytes_down,
+            bytes_up=sum(r.num_bytes for r in replies),
+            bytes_down=bytes_down,
             timings=timings,
             assignment=_assignment_summary(assignment),
             model_digest=model_digest(self.params),
             metrics={"accepted_files": float(len(files)), "eval_samples": float(len(eval_set.y))},
         )
-        self.sink.round_finished(report, self.optimizer.state_bytes())
+        self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
         return report
+
+    def _exchange(self, tasks: Mapping[int, Task]) -> tuple[list[Reply], int, list[Rejection]]:
+        """Exchange the round's tasks; workers that lost track get the full state once."""
+        first = self.transport.exchange(list(tasks.values()), self.channel.downlink())
+        replies = [r for r in first.replies if not r.need_sync]
+        bytes_down, malformed = first.bytes_down, list(first.malformed)
+        lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
+        if lost:
+            second = self.transport.exchange(lost, self.channel.sync())
+            for reply in second.replies:
+                if reply.need_sync:
+                    malformed.append(
+                        Rejection(reply.worker, "malformed_reply", "asked for a sync twice")
+                    )
+                else:
+                    replies.append(reply)
+            bytes_down += second.bytes_down
+            malformed.extend(second.malformed)
+        return replies, bytes_down, malformed
 
     def _verify(
         self, replies: Sequence[Reply], tasks: Mapping[int, Task]

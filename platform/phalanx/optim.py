@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import io
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -43,17 +42,16 @@ class ServerOptimizer:
         self.optimizer.step()
         self.param.grad = None
 
-    def state_bytes(self) -> bytes:
-        """Parameters and optimiser state, serialised for a checkpoint."""
-        buffer = io.BytesIO()
-        torch.save(
-            {"params": self.params.clone(), "optimizer": self.optimizer.state_dict()}, buffer
-        )
-        return buffer.getvalue()
-
-    def load_state_bytes(self, data: bytes) -> None:
-        """Restore what :meth:`state_bytes` saved."""
-        state = torch.load(io.BytesIO(data), weights_only=True)
+    def set_params(self, params: Tensor) -> None:
+        """Overwrite the parameters (e.g. with the codec's reconstruction), keeping the state."""
         with torch.no_grad():
-            self.param.copy_(state["params"])
+            self.param.copy_(params)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the parameters and optimiser state, for a checkpoint."""
+        return {"params": self.params.clone(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.set_params(state["params"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -45,6 +45,7 @@ class Reply:
     digests: tuple[str, ...]
     signature: bytes
     node_id: int | None = None
+    need_sync: bool = False
 
     @property
     def num_bytes(self) -> int:

@@ -6,13 +6,15 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from phalanx.channel import Downlink
 from phalanx.config import RunConfig
+from phalanx.coordinator import Exchange
 from phalanx.data import load_dataset
 from phalanx.plan import adversaries
-from phalanx.replies import Reply
+from phalanx.replies import Reply, Task
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_identity, simulated_roster
-from phalanx.runs import execute_run, summarize
+from phalanx.runs import build_coordinator, execute_run, summarize
 from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport, Tamper
 from phalanx_clients.worker import Worker
@@ -158,3 +160,79 @@ def test_bad_reply_is_rejected_recorded_and_the_round_goes_on(kind: str) -> None
         assert not report.flagged
         assert report.metrics["accepted_files"] == 7  # every file has other honest replicas
     assert sink.reports[-1].accuracy > 0.0
+
+
+CODEC = {"enabled": True, "rd_lambda": 0.1}
+
+
+def test_codec_keeps_honest_replicas_byte_identical_and_cuts_the_uplink() -> None:
+    plain = run(small_config(rounds=3, detection={"mode": "exact"}))
+    coded = run(small_config(rounds=3, detection={"mode": "exact"}, codec=CODEC))
+    truth = adversaries(small_config())
+    for report in coded.reports:
+        assert set(report.flagged) == truth  # exact digests: honest replicas agree byte for byte
+        assert not report.rejected
+    up_plain = sum(r.bytes_up for r in plain.reports)
+    up_coded = sum(r.bytes_up for r in coded.reports)
+    assert up_coded < up_plain / 4
+    # Later rounds send a compressed delta instead of the full model.
+    assert coded.reports[-1].bytes_down < plain.reports[-1].bytes_down / 4
+
+
+def test_coordinator_and_every_worker_end_with_the_same_model() -> None:
+    config = small_config(rounds=3, codec=CODEC)
+    t = transport(config)
+    coordinator = build_coordinator(config, RUN_ID, t, FakeSink())
+    coordinator.run()
+    final = coordinator.channel.downlink()  # the last round's broadcast, not yet sent
+    assert final.kind == "delta"
+    for worker in t.workers.values():
+        assert worker.replica.model is not None
+        assert worker.replica.model.digest() == final.base  # in step after every round
+        params = worker.replica.apply(final)
+        assert torch.equal(params, coordinator.params)
+        assert worker.replica.model.digest() == final.target
+
+
+def test_a_worker_that_lost_its_state_gets_a_sync_and_takes_part() -> None:
+    config = small_config(rounds=3, codec=CODEC)
+    t = transport(config)
+    forgetful = t.workers[5]
+
+    class ForgettingTransport:
+        """Wipes one worker's model before round 3 (a restarted node)."""
+
+        def exchange(self, tasks: list[Task], downlink: Downlink) -> Exchange:
+            if tasks[0].round == 3 and downlink.kind == "delta":
+                forgetful.replica.model = None
+            return t.exchange(tasks, downlink)
+
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=ForgettingTransport())
+    third = sink.reports[2]
+    assert not third.rejected
+    assert set(third.flagged) == adversaries(config)
+    assert third.bytes_down > sink.reports[1].bytes_down  # the sync carried the full state
+
+
+def test_resume_with_the_codec_reaches_the_same_model_digest() -> None:
+    config = small_config(rounds=4, codec=CODEC)
+    straight = run(config)
+    first = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=first,
+        transport=transport(config),
+        should_stop=lambda: len(first.reports) >= 2,
+    )
+    resumed = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=resumed,
+        transport=transport(config),  # fresh workers: they sync once, then follow the deltas
+        start_round=3,
+        checkpoint=first.checkpoints[2],
+    )
+    assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest

@@ -47,6 +47,10 @@ class ErrorFeedback:
         view.flags.writeable = False
         return view
 
+    def restore(self, memory: Any) -> None:
+        """Load a memory saved from :attr:`memory` (a worker's state between rounds)."""
+        self._memory = np.array(flatten_update(memory, self.layout), dtype=np.float32, copy=True)
+
     def reset(self) -> None:
         """Forget the carried error."""
         self._memory.fill(0.0)

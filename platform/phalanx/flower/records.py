@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import TypeVar, cast
 
 import numpy as np
-import torch
-from flwr.app import ArrayRecord, ConfigRecord, RecordDict
-from torch import Tensor
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
+from phalanx.channel import Downlink
 from phalanx.replies import Reply, Task
 
 TASK = "task"
@@ -23,8 +22,8 @@ class MalformedRecordError(ValueError):
     """A reply's records do not have the expected fields and types."""
 
 
-def task_content(task: Task, params: Tensor, run_config_json: str) -> RecordDict:
-    """Build the content of a task message: the task, the run config and the model."""
+def task_content(task: Task, downlink: Downlink, run_config_json: str) -> RecordDict:
+    """Build the content of a task message: the task, the run config and the downlink."""
     record = ConfigRecord(
         {
             "run_id": task.run_id,
@@ -33,14 +32,27 @@ def task_content(task: Task, params: Tensor, run_config_json: str) -> RecordDict
             "worker": task.worker,
             "files": list(task.files),
             "run_config": run_config_json,
+            "downlink": downlink.kind,
+            "target": downlink.target,
+            "base": downlink.base,
+            "delta": downlink.delta,
         }
     )
-    model = ArrayRecord([params.detach().to(torch.float32).numpy()])
+    arrays = {f"history.{k}": v for k, v in downlink.history.items()}
+    if downlink.weights is not None:
+        arrays["weights"] = downlink.weights
+    model = ArrayRecord(array_dict={k: Array(np.ascontiguousarray(v)) for k, v in arrays.items()})
     return RecordDict({TASK: record, MODEL: model})
 
 
-def read_task(content: RecordDict) -> tuple[Task, Tensor, str]:
-    """Inverse of :func:`task_content` (the worker side)."""
+def read_task(content: RecordDict) -> tuple[Task, Downlink, str]:
+    """Parse a task message (the worker side).
+
+    Raises
+    ------
+    MalformedRecordError
+        When any field is missing or of the wrong type.
+    """
     try:
         record = content.config_records[TASK]
         task = Task(
@@ -50,9 +62,19 @@ def read_task(content: RecordDict) -> tuple[Task, Tensor, str]:
             worker=_scalar(record, "worker", int),
             files=tuple(_list(record, "files", int)),
         )
-        arrays = content.array_records[MODEL].to_numpy_ndarrays()
-        params = torch.from_numpy(np.ascontiguousarray(arrays[0], dtype=np.float32)).clone()
-        return task, params, _scalar(record, "run_config", str)
+        arrays = {k: v.numpy() for k, v in content.array_records[MODEL].items()}
+        kind = _scalar(record, "downlink", str)
+        if kind not in ("full", "delta"):
+            raise MalformedRecordError(f"unknown downlink kind {kind!r}")
+        downlink = Downlink(
+            kind=kind,  # type: ignore[arg-type]
+            target=_scalar(record, "target", str),
+            weights=arrays.get("weights"),
+            history={k.removeprefix("history."): v for k, v in arrays.items() if k != "weights"},
+            delta=_scalar(record, "delta", bytes),
+            base=_scalar(record, "base", str),
+        )
+        return task, downlink, _scalar(record, "run_config", str)
     except MalformedRecordError:
         raise
     except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -71,6 +93,7 @@ def reply_content(reply: Reply) -> RecordDict:
         "payloads": list(reply.payloads),
         "digests": list(reply.digests),
         "signature": reply.signature,
+        "need_sync": reply.need_sync,
     }
     if reply.node_id is not None:
         fields["node_id"] = str(reply.node_id)
@@ -110,6 +133,7 @@ def read_reply(content: RecordDict, *, worker: int) -> Reply:
             digests=tuple(digests),
             signature=signature,
             node_id=int(node_id) if isinstance(node_id, str) else None,
+            need_sync=record.get("need_sync") is True,
         )
     except MalformedRecordError:
         raise

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 from flwr.app import Message
 from flwr.serverapp import Grid
-from torch import Tensor
 
+from phalanx.channel import Downlink
 from phalanx.coordinator import Exchange
 from phalanx.flower.records import MESSAGE_TYPE, MalformedRecordError, read_reply, task_content
 from phalanx.replies import Rejection, Reply, Task
@@ -44,13 +44,13 @@ class GridTransport:
         self.timeout = timeout
         self.poll_interval = poll_interval
 
-    def exchange(self, tasks: Sequence[Task], params: Tensor) -> Exchange:
-        """Send every task with the model and collect the replies."""
+    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
+        """Send every task with the downlink and collect the replies."""
         messages = []
         bytes_down = 0
         for task in tasks:
-            content = task_content(task, params, self.run_config_json)
-            bytes_down += content.array_records["model"].count_bytes() + len(self.run_config_json)
+            content = task_content(task, downlink, self.run_config_json)
+            bytes_down += downlink.num_bytes + len(self.run_config_json)
             messages.append(
                 Message(
                     content=content,

@@ -1,0 +1,180 @@
+"""The model channel: how every worker comes to hold the coordinator's global model.
+
+Without the codec, each task carries the full weights. With it, the
+coordinator broadcasts the compressed global delta of the previous round and
+workers apply its reconstruction, so both sides keep identical weights and an
+identical delta history (which the uplink predictors use). A worker whose
+state does not match the broadcast's base asks for a sync: the full weights
+and history, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from phalanx.codec import CodecConfig, GlobalModel, LayerSpec, decode_update_flat
+from phalanx.config import CodecSettings
+from phalanx.replies import Decoder, make_float32_decoder
+
+HISTORY_PREFIX = "history."
+
+
+def codec_config(settings: CodecSettings) -> CodecConfig:
+    """Translate the run config's codec section into the codec's own settings."""
+    return CodecConfig(
+        step_sizes=settings.step_sizes,
+        ternary=settings.ternary,
+        rd_lambda=settings.rd_lambda,
+        censor_threshold=settings.censor_threshold,
+        error_feedback=settings.error_feedback,
+        history_length=settings.history_length,
+    )
+
+
+@dataclass(frozen=True)
+class Downlink:
+    """The model part of a task message.
+
+    ``full`` carries the weights (and, with the codec, the delta history);
+    ``delta`` carries the encoded global delta that turns the state with digest
+    ``base`` into the state with digest ``target``.
+    """
+
+    kind: Literal["full", "delta"]
+    target: str
+    weights: np.ndarray | None = None
+    history: dict[str, np.ndarray] = field(default_factory=dict)
+    delta: bytes = b""
+    base: str = ""
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes this downlink puts on the wire."""
+        arrays = [self.weights, *self.history.values()] if self.weights is not None else []
+        return len(self.delta) + sum(int(a.nbytes) for a in arrays)
+
+
+class PlainChannel:
+    """Full float32 weights down, raw float32 updates up."""
+
+    def __init__(self, params: Tensor) -> None:
+        self.dim = int(params.numel())
+        self._weights = params.detach().to(torch.float32).numpy().copy()
+
+    def downlink(self) -> Downlink:
+        """Return what every task of the coming round carries."""
+        return Downlink(kind="full", target="", weights=self._weights)
+
+    def sync(self) -> Downlink:
+        """Return the full state for a worker that lost track (the same as every downlink)."""
+        return self.downlink()
+
+    @property
+    def decoder(self) -> Decoder:
+        """Turn an uplink payload into an update."""
+        return make_float32_decoder(self.dim)
+
+    def commit(self, params: Tensor, round: int) -> Tensor:
+        """Adopt the new global weights; return them as the truth."""
+        self._weights = params.detach().to(torch.float32).numpy().copy()
+        return params
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Return arrays for a checkpoint (none: the weights live in the optimiser)."""
+        return {}
+
+    def restore(self, state: dict[str, np.ndarray], params: Tensor) -> None:
+        """Reload after a restart."""
+        self._weights = params.detach().to(torch.float32).numpy().copy()
+
+
+class CodecChannel:
+    """Compressed global deltas down, predictive-coded residuals up.
+
+    Parameters
+    ----------
+    layers : LayerSpec
+        The model's layers, in parameter order.
+    params : Tensor
+        The initial global weights (sent in full in the first round).
+    config : CodecConfig
+        The run's codec settings.
+    run_seed : int
+        Seeds the quantizers' random streams.
+    """
+
+    def __init__(self, layers: LayerSpec, params: Tensor, config: CodecConfig, run_seed: int):
+        self.config = config
+        self.run_seed = run_seed
+        self.model = GlobalModel(layers, params.detach().numpy(), config=config)
+        self._pending = b""
+        self._base = ""
+
+    def downlink(self) -> Downlink:
+        """Return the last broadcast, or the full state before any."""
+        if not self._pending:
+            return self.sync()
+        return Downlink(
+            kind="delta", target=self.model.digest(), delta=self._pending, base=self._base
+        )
+
+    def sync(self) -> Downlink:
+        """Return the full weights and delta history."""
+        return Downlink(
+            kind="full",
+            target=self.model.digest(),
+            weights=np.array(self.model.weights),
+            history=self.model.history.state(),
+        )
+
+    @property
+    def decoder(self) -> Decoder:
+        """Decode an uplink payload against the current history."""
+
+        def decode(payload: bytes) -> Tensor:
+            flat = decode_update_flat(
+                payload,
+                layers_spec=self.model.layout,
+                history=self.model.history,
+                config=self.config,
+            )
+            return torch.from_numpy(np.array(flat, dtype=np.float32))
+
+        return decode
+
+    def commit(self, params: Tensor, round: int) -> Tensor:
+        """Broadcast the step to ``params``; return the reconstructed weights, the new truth."""
+        delta = params.detach().numpy() - self.model.weights
+        self._base = self.model.digest()
+        self._pending = self.model.broadcast(delta, run_seed=self.run_seed, round=round).payload
+        return torch.from_numpy(np.array(self.model.weights))
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Return the arrays a checkpoint needs to continue the broadcast chain exactly."""
+        saved = self.model.state()
+        saved["pending"] = np.frombuffer(self._pending, dtype=np.uint8).copy()
+        saved["base"] = np.frombuffer(self._base.encode(), dtype=np.uint8).copy()
+        return saved
+
+    def restore(self, state: dict[str, np.ndarray], params: Tensor) -> None:
+        """Reload what :meth:`state` saved."""
+        self.model.restore({k: v for k, v in state.items() if k not in ("pending", "base")})
+        self._pending = bytes(state["pending"])
+        self._base = bytes(state["base"]).decode()
+
+
+Channel = PlainChannel | CodecChannel
+
+
+def make_channel(
+    settings: CodecSettings, layers: LayerSpec, params: Tensor, run_seed: int
+) -> Channel:
+    """Build the channel a run config asks for."""
+    if settings.enabled:
+        return CodecChannel(layers, params, codec_config(settings), run_seed)
+    return PlainChannel(params)
