@@ -63,7 +63,7 @@ def build_client_app(red_team: RedTeamFactory = RedTeam.from_config) -> ClientAp
         state = worker.replica.state()
         if state:
             context.state[REPLICA_STATE] = ArrayRecord(
-                array_dict={k: Array(np.ascontiguousarray(v)) for k, v in state.items()}
+                array_dict={k: Array(np.array(v, order="C")) for k, v in state.items()}
             )
         return Message(reply_content(reply), reply_to=message)
 

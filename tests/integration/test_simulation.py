@@ -35,3 +35,16 @@ def test_flower_simulation_flags_every_adversary_and_no_honest_worker() -> None:
         assert report.bytes_up > 0 and report.bytes_down > 0
     summary = summarize(config, "sim-test", reports)
     assert (summary.precision, summary.recall) == (1.0, 1.0)
+
+
+def test_codec_through_flower_keeps_worker_state_between_rounds() -> None:
+    config = small_config(rounds=3, detection={"mode": "exact"}, codec={"enabled": True})
+    reports = execute_run(config, run_id="sim-codec", sink=FakeSink())
+    truth = adversaries(config)
+    for report in reports:
+        assert set(report.flagged) == truth
+        assert not report.rejected
+    # Round 1 sends the full model; later rounds only the compressed delta, which
+    # workers can apply only if Flower kept their state (a lost state would sync
+    # and cost the full model again).
+    assert reports[2].bytes_down < reports[0].bytes_down / 4

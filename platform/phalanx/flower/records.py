@@ -41,7 +41,7 @@ def task_content(task: Task, downlink: Downlink, run_config_json: str) -> Record
     arrays = {f"history.{k}": v for k, v in downlink.history.items()}
     if downlink.weights is not None:
         arrays["weights"] = downlink.weights
-    model = ArrayRecord(array_dict={k: Array(np.ascontiguousarray(v)) for k, v in arrays.items()})
+    model = ArrayRecord(array_dict={k: Array(np.array(v, order="C")) for k, v in arrays.items()})
     return RecordDict({TASK: record, MODEL: model})
 
 
