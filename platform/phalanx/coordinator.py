@@ -289,6 +289,14 @@ class Coordinator:
         events: list[EventReport] = []
         rejected: set[int] = set()
         seen: set[int] = set()
+        decoded: dict[bytes, Tensor] = {}
+
+        def decode_once(payload: bytes) -> Tensor:
+            # Honest replicas of a file send identical bytes: decode each payload once.
+            if payload not in decoded:
+                decoded[payload] = self.decode(payload)
+            return decoded[payload]
+
         for reply in replies:
             member = self.members.get(reply.worker)
             task = tasks.get(reply.worker)
@@ -306,7 +314,7 @@ class Coordinator:
                         task,
                         client_id=member.client_id,
                         public_key=member.public_key,
-                        decode=self.decode,
+                        decode=decode_once,
                     )
                 )
             except ReplyRejectedError as exc:

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from phalanx.assignment import Assignment
+from phalanx.finite import all_finite
 
 Mode = Literal["exact", "tolerance", "auto"]
 Severity = Literal["high", "low"]
@@ -92,7 +93,7 @@ class Replica:
                 f"tensor, got shape {tuple(self.value.shape)} and {self.value.dtype}; "
                 "flatten and cast the decoded update first"
             )
-        if not bool(torch.isfinite(self.value).all()):
+        if not all_finite(self.value):
             raise ValueError(
                 f"replica of worker {self.worker} for file {self.file} holds NaN or Inf; "
                 "reject such replies before detection"

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor
 
 from phalanx.detection import Replica
+from phalanx.finite import all_finite
 from phalanx.identity import verify_reply
 
 Decoder = Callable[[bytes], Tensor]
@@ -153,7 +154,7 @@ def check_reply(
             raise
         except Exception as exc:  # a decoder refuses garbage with its own error type
             raise ReplyRejectedError("malformed_reply", f"file {file}: {exc}") from exc
-        if not bool(torch.isfinite(value).all()):
+        if not all_finite(value):
             raise ReplyRejectedError("non_finite", f"file {file}: update holds NaN or Inf")
         replicas.append(Replica(worker=reply.worker, file=file, value=value, digest=digest))
     return replicas
