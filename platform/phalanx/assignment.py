@@ -99,7 +99,9 @@ SCHEMES: tuple[str, ...] = ("none", "groups", "subsets", "bibd", "mols", "random
 
 # C(K, r) grows fast (C(100, 5) is 75 million); past this many files the subsets
 # scheme is refused with a pointer to bibd, mols or random instead.
-MAX_SUBSET_FILES = 1_000_000
+MAX_FILES = 1_000_000
+"""Most files a round may have, whatever the scheme."""
+MAX_SUBSET_FILES = MAX_FILES
 
 
 def make_assignment(
@@ -138,31 +140,62 @@ def make_assignment(
         For an unknown scheme or parameters the scheme cannot meet; the
         message names the nearest valid choice.
     """
+    count_files(scheme, num_workers, r, num_files=num_files)
     if scheme == "random":
         return random_assignment(num_workers, r, num_files=num_files, seed=seed)
-    if scheme == "none":
-        if r != 1:
-            raise ValueError(
-                f"scheme 'none' has r = 1; got r={r}; use r=1 or a redundant scheme "
-                f"({', '.join(s for s in SCHEMES if s != 'none')})"
-            )
-        assignment = none_assignment(num_workers)
-    elif scheme == "groups":
-        assignment = groups_assignment(num_workers, r)
-    elif scheme == "subsets":
-        assignment = subsets_assignment(num_workers, r)
-    elif scheme == "bibd":
-        assignment = bibd_assignment(num_workers, r)
-    elif scheme == "mols":
-        assignment = mols_assignment(num_workers, r)
-    else:
+    builders = {
+        "none": lambda: none_assignment(num_workers),
+        "groups": lambda: groups_assignment(num_workers, r),
+        "subsets": lambda: subsets_assignment(num_workers, r),
+        "bibd": lambda: bibd_assignment(num_workers, r),
+        "mols": lambda: mols_assignment(num_workers, r),
+    }
+    return builders[scheme]()
+
+
+def count_files(scheme: str, num_workers: int, r: int, *, num_files: int | None = None) -> int:
+    """Check a scheme's parameters without building it; return its number of files.
+
+    Cheap for any ``K``: run configs are validated with it before anything starts.
+
+    Raises
+    ------
+    ValueError
+        Exactly as :func:`make_assignment` would, and when the scheme would
+        have more than :data:`MAX_FILES` files.
+    """
+    counters = {
+        "none": lambda: _none_files(num_workers, r),
+        "groups": lambda: _groups_files(num_workers, r),
+        "subsets": lambda: _subsets_files(num_workers, r),
+        "bibd": lambda: _bibd_files(num_workers, r),
+        "mols": lambda: _mols_files(num_workers, r),
+        "random": lambda: _random_files(num_workers, r, num_files),
+    }
+    if scheme not in counters:
         raise ValueError(f"unknown assignment scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
-    if num_files is not None and num_files != assignment.num_files:
+    count = counters[scheme]()
+    if scheme != "random" and num_files is not None and num_files != count:
         raise ValueError(
-            f"scheme {scheme!r} with K={num_workers}, r={r} has {assignment.num_files} files, "
+            f"scheme {scheme!r} with K={num_workers}, r={r} has {count} files, "
             f"not num_files={num_files}; drop num_files or use scheme 'random'"
         )
-    return assignment
+    if count > MAX_FILES:
+        raise ValueError(
+            f"{scheme} with K={num_workers}, r={r} gives {count} files per round, more than "
+            f"{MAX_FILES}; use fewer workers, or scheme 'random' with num_files <= {MAX_FILES}"
+        )
+    return count
+
+
+def _none_files(num_workers: int, r: int) -> int:
+    _check_workers("none", num_workers)
+    if r != 1:
+        raise ValueError(
+            f"scheme 'none' has r = 1; got r={r}; use r=1 or a redundant scheme "
+            f"({', '.join(s for s in SCHEMES if s != 'none')})"
+        )
+    return num_workers
 
 
 def none_assignment(num_workers: int) -> Assignment:
@@ -198,6 +231,12 @@ def groups_assignment(num_workers: int, r: int) -> Assignment:
     Assignment
         ``K / r`` files, one per worker.
     """
+    _groups_files(num_workers, r)
+    files = tuple(tuple(range(g * r, g * r + r)) for g in range(num_workers // r))
+    return Assignment(num_workers, files, "groups")
+
+
+def _groups_files(num_workers: int, r: int) -> int:
     _check_replication("groups", num_workers, r)
     if num_workers % r:
         lower = num_workers // r * r
@@ -211,8 +250,7 @@ def groups_assignment(num_workers: int, r: int) -> Assignment:
             f"nearest valid K: {_either(_nearest(candidates, num_workers))} "
             f"(or keep K={num_workers} with r={divisor})"
         )
-    files = tuple(tuple(range(g * r, g * r + r)) for g in range(num_workers // r))
-    return Assignment(num_workers, files, "groups")
+    return num_workers // r
 
 
 def subsets_assignment(num_workers: int, r: int) -> Assignment:
@@ -238,6 +276,12 @@ def subsets_assignment(num_workers: int, r: int) -> Assignment:
     ValueError
         If ``C(K, r)`` exceeds :data:`MAX_SUBSET_FILES`.
     """
+    _subsets_files(num_workers, r)
+    files = tuple(itertools.combinations(range(num_workers), r))
+    return Assignment(num_workers, files, "subsets")
+
+
+def _subsets_files(num_workers: int, r: int) -> int:
     _check_replication("subsets", num_workers, r)
     count = math.comb(num_workers, r)
     if count > MAX_SUBSET_FILES:
@@ -245,8 +289,7 @@ def subsets_assignment(num_workers: int, r: int) -> Assignment:
             f"subsets with K={num_workers}, r={r} gives C(K, r) = {count} files, "
             f"more than {MAX_SUBSET_FILES}; use bibd, mols or random for this many workers"
         )
-    files = tuple(itertools.combinations(range(num_workers), r))
-    return Assignment(num_workers, files, "subsets")
+    return count
 
 
 def bibd_assignment(num_workers: int, r: int = 3) -> Assignment:
@@ -269,6 +312,14 @@ def bibd_assignment(num_workers: int, r: int = 3) -> Assignment:
     Assignment
         Files in lexicographic order of their worker triples.
     """
+    _bibd_files(num_workers, r)
+    build = _bose_triples if num_workers % 6 == 3 else _skolem_triples
+    triples = build(num_workers)
+    files = tuple(sorted(tuple(sorted(t)) for t in triples))
+    return Assignment(num_workers, files, "bibd")
+
+
+def _bibd_files(num_workers: int, r: int) -> int:
     if r != 3:
         raise ValueError(f"bibd builds Steiner triple systems, so r must be 3; got r={r}")
     _check_workers("bibd", num_workers)
@@ -277,18 +328,13 @@ def bibd_assignment(num_workers: int, r: int = 3) -> Assignment:
             f"bibd needs K ≡ 1 or 3 (mod 6) with K >= 3; K={num_workers} has no triples; "
             "nearest valid: 3 or 7"
         )
-    if num_workers % 6 == 3:
-        triples = _bose_triples(num_workers)
-    elif num_workers % 6 == 1:
-        triples = _skolem_triples(num_workers)
-    else:
+    if num_workers % 6 not in (1, 3):
         admissible = [k for k in range(num_workers - 5, num_workers + 6) if k % 6 in (1, 3)]
         raise ValueError(
             f"bibd needs K ≡ 1 or 3 (mod 6); K={num_workers} is not; "
             f"nearest valid: {_either(_nearest([k for k in admissible if k >= 3], num_workers))}"
         )
-    files = tuple(sorted(tuple(sorted(t)) for t in triples))
-    return Assignment(num_workers, files, "bibd")
+    return num_workers * (num_workers - 1) // 6
 
 
 def _bose_triples(num_workers: int) -> list[tuple[int, int, int]]:
@@ -349,16 +395,21 @@ def mols_assignment(num_workers: int, r: int) -> Assignment:
     Assignment
         ``l²`` files.
     """
-    _check_replication("mols", num_workers, r)
-    order = num_workers // r
-    if num_workers % r or order < r + 1 or not _is_prime(order):
-        raise ValueError(_mols_error(num_workers, r))
+    order = math.isqrt(_mols_files(num_workers, r))
     files = tuple(
         tuple((i - 1) * order + (i * x + y) % order for i in range(1, r + 1))
         for x in range(order)
         for y in range(order)
     )
     return Assignment(num_workers, files, "mols")
+
+
+def _mols_files(num_workers: int, r: int) -> int:
+    _check_replication("mols", num_workers, r)
+    order = num_workers // r
+    if num_workers % r or order < r + 1 or not _is_prime(order):
+        raise ValueError(_mols_error(num_workers, r))
+    return order * order
 
 
 def _mols_error(num_workers: int, r: int) -> str:
@@ -406,10 +457,7 @@ def random_assignment(
     -------
     Assignment
     """
-    _check_replication("random", num_workers, r)
-    files_count = num_workers if num_files is None else num_files
-    if files_count < 1:
-        raise ValueError(f"random needs num_files >= 1; got {files_count}; nearest valid: 1")
+    files_count = _random_files(num_workers, r, num_files)
     rng = np.random.default_rng(seed)
     slots = files_count * r
     num_perms = -(-slots // num_workers)
@@ -430,6 +478,19 @@ def random_assignment(
     table = np.sort(perms.reshape(-1)[:slots].reshape(files_count, r), axis=1)
     files = tuple(tuple(row) for row in table.tolist())
     return Assignment(num_workers, files, "random")
+
+
+def _random_files(num_workers: int, r: int, num_files: int | None) -> int:
+    _check_replication("random", num_workers, r)
+    files_count = num_workers if num_files is None else num_files
+    if files_count < 1:
+        raise ValueError(f"random needs num_files >= 1; got {files_count}; nearest valid: 1")
+    if files_count > MAX_FILES:
+        raise ValueError(
+            f"random with num_files={files_count} has more than {MAX_FILES} files per round; "
+            f"nearest valid: num_files={MAX_FILES}"
+        )
+    return files_count
 
 
 def relabel(assignment: Assignment, seed: int) -> Assignment:

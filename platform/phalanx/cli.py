@@ -19,12 +19,16 @@ from phalanx.config import RunConfig, load_run_config
 from phalanx.reports import RoundReport
 from phalanx.runs.summary import RunSummary
 from phalanx.settings import get_settings
+from phalanx_api.cli import client_app, keys_app, serve_app
 
 app = typer.Typer(
     help="Phalanx: Byzantine-robust federated learning on Flower.", no_args_is_help=True
 )
 db_app = typer.Typer(help="The database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+app.add_typer(keys_app, name="keys")
+app.add_typer(client_app, name="client")
+app.add_typer(serve_app)
 
 console = Console(stderr=True)
 Format = Literal["table", "json"]

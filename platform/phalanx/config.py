@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from phalanx.assignment import make_assignment
+from phalanx.assignment import count_files
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
 Rule = Literal[
@@ -181,9 +181,7 @@ class RunConfig(_Section):
         if self.attack.q > 0 and self.attack.name is None:
             raise ValueError("attack.q > 0 needs attack.name (e.g. 'alie')")
         try:
-            files = make_assignment(
-                self.assignment.scheme, k, r, num_files=self.assignment.num_files, seed=self.seed
-            ).num_files
+            files = count_files(self.assignment.scheme, k, r, num_files=self.assignment.num_files)
         except ValueError as exc:
             raise ValueError(f"assignment: {exc}") from exc
         rule, f = self.aggregation.rule, self.aggregation.f

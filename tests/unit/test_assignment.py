@@ -13,6 +13,7 @@ from phalanx.assignment import (
     SCHEMES,
     Assignment,
     bibd_assignment,
+    count_files,
     groups_assignment,
     make_assignment,
     mols_assignment,
@@ -363,3 +364,30 @@ def test_summary_is_json_safe_and_reports_the_load_range() -> None:
         "files_per_worker_min": 2,
         "files_per_worker_max": 3,
     }
+
+
+@pytest.mark.parametrize(
+    ("scheme", "k", "r", "expected"),
+    [
+        ("none", 9, 1, 9),
+        ("groups", 15, 3, 5),
+        ("subsets", 15, 3, 455),
+        ("bibd", 15, 3, 35),
+        ("bibd", 13, 3, 26),
+        ("mols", 15, 3, 25),
+        ("random", 40, 3, 40),
+    ],
+)
+def test_count_files_agrees_with_the_built_assignment(
+    scheme: str, k: int, r: int, expected: int
+) -> None:
+    assert count_files(scheme, k, r) == expected == make_assignment(scheme, k, r).num_files
+
+
+def test_count_files_refuses_designs_too_large_to_build_without_building_them() -> None:
+    with pytest.raises(ValueError, match="more than 1000000"):
+        count_files("bibd", 99_999, 3)
+    with pytest.raises(ValueError, match="nearest valid: num_files=1000000"):
+        count_files("random", 1000, 3, num_files=10**8)
+    with pytest.raises(ValueError, match="13 or 15"):
+        count_files("bibd", 14, 3)

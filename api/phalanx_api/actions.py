@@ -1,0 +1,347 @@
+"""Operator actions: the control plane's rules, each written to the audit log.
+
+Every function changes the store through its repositories and appends one
+audit entry per change, in the caller's transaction, so an action and its
+record commit together or not at all. Routes call these and nothing else to
+change state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from phalanx.config import RunConfig
+from phalanx.store import (
+    Client,
+    ClientStatus,
+    ConflictError,
+    CreatedKey,
+    DetectionEvent,
+    OperatorKey,
+    ReviewStatus,
+    Role,
+    Run,
+    audit,
+    clients,
+    events,
+    keys,
+    runs,
+)
+from phalanx_api.auth import Principal
+from phalanx_api.errors import InvalidInputError
+from phalanx_api.registration import key_unproven
+from phalanx_api.schemas import storable_text
+
+
+class ClientAction(StrEnum):
+    """What an operator can do to a client."""
+
+    APPROVE = "approve"
+    SUSPEND = "suspend"
+    BAN = "ban"
+    REINSTATE = "reinstate"
+
+
+#: For each action: the statuses it applies to, and the status it leads to.
+CLIENT_TRANSITIONS: Mapping[ClientAction, tuple[frozenset[ClientStatus], ClientStatus]] = {
+    ClientAction.APPROVE: (
+        frozenset({ClientStatus.PENDING, ClientStatus.SUSPENDED}),
+        ClientStatus.APPROVED,
+    ),
+    ClientAction.SUSPEND: (
+        frozenset({ClientStatus.PENDING, ClientStatus.APPROVED}),
+        ClientStatus.SUSPENDED,
+    ),
+    ClientAction.BAN: (
+        frozenset({ClientStatus.PENDING, ClientStatus.APPROVED, ClientStatus.SUSPENDED}),
+        ClientStatus.BANNED,
+    ),
+    ClientAction.REINSTATE: (
+        frozenset({ClientStatus.SUSPENDED, ClientStatus.BANNED}),
+        ClientStatus.APPROVED,
+    ),
+}
+
+
+def _record(
+    session: Session,
+    actor: Principal,
+    action: str,
+    target_type: str,
+    target_id: str,
+    details: dict[str, Any] | None = None,
+) -> None:
+    audit.append_audit(
+        session,
+        actor=actor.name,
+        action=action,
+        target_type=target_type,
+        target_id=target_id,
+        details={"key_id": actor.key_id, **(details or {})},
+    )
+
+
+# ---------------------------------------------------------------- clients
+
+
+def change_client_status(
+    session: Session, client_id: str, action: ClientAction, *, actor: Principal, reason: str = ""
+) -> Client:
+    """Approve, suspend, ban or reinstate a client.
+
+    Parameters
+    ----------
+    session : Session
+        The request's session.
+    client_id : str
+        The client.
+    action : ClientAction
+        What to do; see :data:`CLIENT_TRANSITIONS` for what applies when.
+    actor : Principal
+        The operator.
+    reason : str
+        Why, for the audit log.
+
+    Returns
+    -------
+    Client
+        The client in its new status.
+
+    Raises
+    ------
+    NotFoundError
+        When no client has this id.
+    ConflictError
+        When the action does not apply to the client's status, or a client
+        registered through the API would be approved before proving its key.
+    """
+    client = clients.get_client(session, client_id)
+    sources, target = CLIENT_TRANSITIONS[action]
+    before = client.status
+    if before not in sources:
+        allowed = ", ".join(sorted(status.value for status in sources))
+        raise ConflictError(
+            f"cannot {action.value} client {client_id!r}: it is {before.value} "
+            f"({action.value} applies to {allowed})"
+        )
+    if target == ClientStatus.APPROVED and key_unproven(session, client_id):
+        raise ConflictError(
+            f"client {client_id!r} has not proven it holds its key yet "
+            "(POST /api/v1/clients/{id}/proof); it cannot be approved before"
+        )
+    client = clients.set_client_status(session, client_id, target)
+    details = {"from": before.value, "to": target.value}
+    if reason:
+        details["reason"] = reason
+    _record(session, actor, f"client.{action.value}", "client", client_id, details)
+    return client
+
+
+# ------------------------------------------------------------------- runs
+
+
+def launch_run(session: Session, config: RunConfig, *, actor: Principal) -> Run:
+    """Queue a run; a coordinator claims it.
+
+    Raises
+    ------
+    InvalidInputError
+        When the config holds a value the database cannot store (text with NUL
+        characters, an infinite or NaN number).
+    """
+    check_storable(config.model_dump(), loc=("body",))
+    run = runs.create_run(
+        session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
+    )
+    _record(session, actor, "run.launch", "run", run.id, {"name": config.name})
+    return run
+
+
+def cancel_run(session: Session, run_id: str, *, actor: Principal) -> Run:
+    """Cancel a queued run, or ask the coordinator of a running one to stop between rounds.
+
+    Raises
+    ------
+    NotFoundError
+        When no run has this id.
+    ConflictError
+        When the run already succeeded or failed.
+    """
+    before = runs.get_run(session, run_id).status
+    run = runs.request_cancel(session, run_id)
+    _record(session, actor, "run.cancel", "run", run_id, {"status_before": before.value})
+    return run
+
+
+def check_storable(value: object, *, loc: Sequence[str | int]) -> None:
+    """Check that JSON-like data holds only text and numbers the database can store.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming the first offending field.
+    """
+    if isinstance(value, str):
+        try:
+            storable_text(value)
+        except ValueError as exc:
+            raise _invalid_at(loc, str(exc)) from exc
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise _invalid_at(loc, "must be a finite number")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_storable(str(key), loc=(*loc, "<key>"))
+            check_storable(item, loc=(*loc, str(key)))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_storable(item, loc=(*loc, index))
+
+
+def _invalid_at(loc: Sequence[str | int], message: str) -> InvalidInputError:
+    return InvalidInputError(f"{'.'.join(map(str, loc))}: {message}", loc=loc)
+
+
+# ----------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class Review:
+    """The outcome of a review.
+
+    Attributes
+    ----------
+    event : DetectionEvent
+        The reviewed event.
+    client : Client or None
+        Its client, in the status after the review.
+    client_banned : bool
+        Whether the review banned the client.
+    """
+
+    event: DetectionEvent
+    client: Client | None
+    client_banned: bool
+
+
+#: Review status each decision leads to.
+DECISIONS = {"confirm": ReviewStatus.CONFIRMED, "dismiss": ReviewStatus.DISMISSED}
+
+
+def review_event(
+    session: Session,
+    event_id: int,
+    decision: str,
+    *,
+    note: str,
+    actor: Principal,
+    ban_on_confirm: bool,
+) -> Review:
+    """Confirm or dismiss an open detection event; confirming may ban its client.
+
+    Parameters
+    ----------
+    session : Session
+        The request's session.
+    event_id : int
+        The event.
+    decision : {"confirm", "dismiss"}
+        The operator's decision.
+    note : str
+        Why.
+    actor : Principal
+        The operator.
+    ban_on_confirm : bool
+        Ban the event's client on confirmation (``PHALANX_BAN_ON_CONFIRM``).
+
+    Returns
+    -------
+    Review
+        The event, its client and whether it was banned.
+
+    Raises
+    ------
+    NotFoundError
+        When no event has this id.
+    ConflictError
+        When the event was reviewed already.
+    """
+    event = events.get_event(session, event_id)
+    session.refresh(event, with_for_update=True)  # two reviewers: the second one waits, then 409
+    if event.review_status != ReviewStatus.OPEN:
+        raise ConflictError(
+            f"detection event {event_id} was already {event.review_status.value} "
+            f"by {event.reviewed_by!r}"
+        )
+    status = DECISIONS[decision]
+    event = events.review_event(session, event_id, status, reviewer=actor.name, note=note or None)
+    _record(
+        session, actor, "event.review", "event", str(event_id), {"decision": decision, "note": note}
+    )
+    if event.client_id is None:
+        return Review(event=event, client=None, client_banned=False)
+    client = clients.get_client(session, event.client_id)
+    banned = False
+    if status == ReviewStatus.CONFIRMED and ban_on_confirm and client.status != ClientStatus.BANNED:
+        before = client.status
+        client = clients.set_client_status(session, client.id, ClientStatus.BANNED)
+        details = {"from": before.value, "to": "banned", "event_id": event_id}
+        _record(session, actor, "client.ban", "client", client.id, details)
+        banned = True
+    return Review(event=event, client=client, client_banned=banned)
+
+
+# ------------------------------------------------------------------- keys
+
+
+def create_key(session: Session, *, name: str, role: Role, actor: Principal | str) -> CreatedKey:
+    """Create an operator key; its secret is in the result, and nowhere else.
+
+    Parameters
+    ----------
+    session : Session
+        The session.
+    name : str
+        Whose key it is.
+    role : Role
+        What it may do.
+    actor : Principal or str
+        The admin creating it, or ``"cli"``.
+
+    Returns
+    -------
+    CreatedKey
+        The key and its secret.
+    """
+    created = keys.create_key(session, name=name, role=role)
+    details = {"name": name, "role": role.value}
+    if isinstance(actor, Principal):
+        _record(session, actor, "key.create", "key", created.key.id, details)
+    else:
+        audit.append_audit(
+            session,
+            actor=actor,
+            action="key.create",
+            target_type="key",
+            target_id=created.key.id,
+            details=details,
+        )
+    return created
+
+
+def revoke_key(session: Session, key_id: str, *, actor: Principal) -> OperatorKey:
+    """Revoke an operator key; its sessions end too.
+
+    Raises
+    ------
+    NotFoundError
+        When no key has this id.
+    """
+    key = keys.revoke_key(session, key_id)
+    _record(session, actor, "key.revoke", "key", key_id, {"name": key.name})
+    return key

@@ -1,0 +1,52 @@
+"""What one app instance holds: settings, database, session signer, metrics, templates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+from fastapi.templating import Jinja2Templates
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from phalanx_api.auth import SessionSigner
+from phalanx_api.metrics import ApiMetrics
+from phalanx_api.settings import ApiSettings
+
+
+@dataclass(frozen=True)
+class AppContext:
+    """The state of one app, kept in ``app.state.phalanx``.
+
+    Attributes
+    ----------
+    settings : ApiSettings
+        The app's settings.
+    database_url : str
+        The resolved database URL.
+    engine : Engine
+        The database engine, disposed when the app shuts down.
+    sessions : sessionmaker[Session]
+        The session factory.
+    signer : SessionSigner
+        Signs and checks dashboard session cookies.
+    metrics : ApiMetrics
+        The app's Prometheus registry.
+    templates : Jinja2Templates
+        The dashboard's templates.
+    """
+
+    settings: ApiSettings
+    database_url: str
+    engine: Engine
+    sessions: sessionmaker[Session]
+    signer: SessionSigner
+    metrics: ApiMetrics
+    templates: Jinja2Templates
+
+
+def app_context(app: FastAPI) -> AppContext:
+    """Return the context :func:`phalanx_api.main.create_app` stored on ``app``."""
+    context = app.state.phalanx
+    assert isinstance(context, AppContext)
+    return context

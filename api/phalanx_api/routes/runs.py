@@ -1,0 +1,75 @@
+"""Runs: launch (queue), list, inspect, rounds, cancel."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from fastapi import APIRouter, Response
+
+from phalanx.store import RunStatus, rounds, runs
+from phalanx_api import actions
+from phalanx_api.deps import OperatorDep, SessionDep, ViewerDep
+from phalanx_api.paths import API_PREFIX
+from phalanx_api.responses import CONFLICT, NOT_FOUND, UNAUTHORIZED, documented
+from phalanx_api.routes.params import Limit, Offset
+from phalanx_api.schemas import (
+    DEFAULT_PAGE_SIZE,
+    RoundOut,
+    RunLaunchIn,
+    RunOut,
+    RunPage,
+)
+
+router = APIRouter(prefix=f"{API_PREFIX}/runs", tags=["runs"])
+
+
+@router.post("", status_code=202, responses=UNAUTHORIZED)
+def launch_run(
+    config: RunLaunchIn, db: SessionDep, user: OperatorDep, response: Response
+) -> RunOut:
+    """Queue a run with this config (the same model as ``phalanx run CONFIG``).
+
+    A coordinator (``phalanx coordinator``) claims it; follow it at ``Location``.
+    """
+    run = actions.launch_run(db, config, actor=user)
+    response.headers["Location"] = f"{router.prefix}/{run.id}"
+    return RunOut.model_validate(run)
+
+
+@router.get("", responses=UNAUTHORIZED)
+def list_runs(
+    db: SessionDep,
+    _: ViewerDep,
+    status: RunStatus | None = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    offset: Offset = 0,
+) -> RunPage:
+    """List runs, newest first."""
+    rows = runs.list_runs(db, status=status, limit=limit + 1, offset=offset)
+    return RunPage(
+        items=[RunOut.model_validate(row) for row in rows[:limit]],
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if len(rows) > limit else None,
+    )
+
+
+@router.get("/{run_id}", responses=documented(UNAUTHORIZED, NOT_FOUND))
+def get_run(run_id: UUID, db: SessionDep, _: ViewerDep) -> RunOut:
+    """One run."""
+    return RunOut.model_validate(runs.get_run(db, str(run_id)))
+
+
+@router.get("/{run_id}/rounds", responses=documented(UNAUTHORIZED, NOT_FOUND))
+def list_rounds(run_id: UUID, db: SessionDep, _: ViewerDep) -> list[RoundOut]:
+    """Every finished round of a run, in order."""
+    run = runs.get_run(db, str(run_id))
+    return [RoundOut.model_validate(row) for row in rounds.list_rounds(db, run.id)]
+
+
+@router.post(
+    "/{run_id}/cancel", status_code=202, responses=documented(UNAUTHORIZED, NOT_FOUND, CONFLICT)
+)
+def cancel_run(run_id: UUID, db: SessionDep, user: OperatorDep) -> RunOut:
+    """Cancel a queued run now, or a running one between rounds (``cancel_requested``)."""
+    return RunOut.model_validate(actions.cancel_run(db, str(run_id), actor=user))

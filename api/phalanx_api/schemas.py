@@ -1,0 +1,360 @@
+"""Request and response bodies of the REST API (pydantic v2).
+
+Responses are built from the store's ORM rows with ``Model.model_validate(row)``
+(``from_attributes``). Text that ends up in the database is checked for what
+SQLite and PostgreSQL cannot store (NUL characters, lone surrogates), so such
+input is a 422 with a message rather than a database error.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from phalanx.config import RunConfig
+from phalanx.store import ClientStatus, ReviewStatus, Role, RunStatus, Severity
+
+#: Longest page any listing returns.
+MAX_PAGE_SIZE = 500
+#: Page size when the caller gives none.
+DEFAULT_PAGE_SIZE = 50
+
+
+def storable_text(value: str) -> str:
+    """Return ``value`` if both databases can store it.
+
+    Raises
+    ------
+    ValueError
+        When it holds a NUL character or a lone surrogate.
+    """
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from exc
+    return value
+
+
+#: A human-readable name, as the ``name`` columns hold it.
+Name = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+    AfterValidator(storable_text),
+]
+#: Free text from an operator, such as a review note.
+Note = Annotated[str, StringConstraints(max_length=2000), AfterValidator(storable_text)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+# ----------------------------------------------------------------- errors
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx and 5xx answer: what went wrong, in words."""
+
+    detail: str = Field(examples=["run '3f0c...' not found"])
+
+
+class FieldErrorOut(BaseModel):
+    """One invalid field of a request."""
+
+    loc: list[str | int] = Field(description="Where: 'body', 'query' or 'path', then the field.")
+    msg: str
+    type: str
+
+
+class ValidationErrorOut(BaseModel):
+    """A 422 answer: a message naming the fields, and the errors one by one."""
+
+    detail: str = Field(examples=["body.assignment.r: Input should be less than or equal to 64"])
+    errors: list[FieldErrorOut]
+
+
+# ---------------------------------------------------------------- clients
+
+
+class ClientRegistrationIn(_In):
+    """A client's request to join: its name and its EC public key."""
+
+    name: Name
+    public_key: str = Field(
+        min_length=1,
+        max_length=8192,
+        description="NIST P-256 or P-384 public key, PEM ('BEGIN PUBLIC KEY') or one OpenSSH line.",
+    )
+
+
+class ClientRegistrationOut(BaseModel):
+    """The registered client and the challenge it must sign."""
+
+    id: str
+    status: ClientStatus
+    challenge: str = Field(description="Base64 of random bytes; sign the decoded bytes.")
+
+
+class ChallengeOut(BaseModel):
+    """A fresh challenge for a client that has not proven its key yet."""
+
+    id: str
+    challenge: str = Field(description="Base64 of random bytes; sign the decoded bytes.")
+    expires_at: datetime
+
+
+class ProofIn(_In):
+    """Proof of possession: the client's signature over its challenge."""
+
+    signature: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="Base64 of the DER ECDSA-SHA256 signature over the decoded challenge bytes.",
+    )
+
+
+class ClientStatusOut(BaseModel):
+    """A client's id and where it stands."""
+
+    id: str
+    status: ClientStatus
+
+
+class StatusChangeIn(_In):
+    """Why an operator changes a client's status (kept in the audit log)."""
+
+    reason: Note = ""
+
+
+class ClientOut(_Out):
+    """A registered client."""
+
+    id: str
+    name: str
+    public_key: str = Field(description="PEM.")
+    fingerprint: str
+    status: ClientStatus
+    flower_node_id: str | None = Field(
+        description="Unsigned 64-bit Flower node id, as decimal text (beyond JSON's safe integers)."
+    )
+    created_at: datetime
+    approved_at: datetime | None
+    last_seen_at: datetime | None
+
+    @field_validator("flower_node_id", mode="before")
+    @classmethod
+    def _node_id_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value
+
+
+class ClientPage(BaseModel):
+    """One page of clients, oldest registration first."""
+
+    items: list[ClientOut]
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last.")
+
+
+# ------------------------------------------------------------------- runs
+
+#: Most workers a run launched through the API may have (validation builds the assignment).
+MAX_RUN_WORKERS = 1000
+#: Most files a random-scheme run launched through the API may ask for.
+MAX_RUN_FILES = 10_000
+
+
+class RunLaunchIn(RunConfig):
+    """The run config (as in ``phalanx run CONFIG``), within the API's size limits.
+
+    Checking a config builds its assignment, whose cost grows with the workers
+    and files; the API bounds both so that one request cannot occupy the server.
+    Larger runs are launched with ``phalanx run``.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _within_api_limits(cls, data: Any) -> Any:
+        assignment = data.get("assignment") if isinstance(data, dict) else None
+        if not isinstance(assignment, dict):
+            return data
+        for field, limit in (("num_workers", MAX_RUN_WORKERS), ("num_files", MAX_RUN_FILES)):
+            value = assignment.get(field)
+            if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+                raise ValueError(
+                    f"assignment.{field}={value} exceeds the API's limit of {limit}; "
+                    "launch larger runs with `phalanx run`"
+                )
+        return data
+
+
+class RunOut(_Out):
+    """A training run and its life cycle."""
+
+    id: str
+    name: str
+    status: RunStatus
+    seed: int
+    config: dict[str, Any] = Field(description="The run config, as launched.")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    claimed_by: str | None
+    attempts: int
+    cancel_requested: bool
+    error: str | None
+    summary: dict[str, Any] | None
+    current_round: int | None = Field(description="Last finished round.")
+    final_model_digest: str | None
+
+
+class RunPage(BaseModel):
+    """One page of runs, newest first."""
+
+    items: list[RunOut]
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last.")
+
+
+class RoundOut(_Out):
+    """One finished round of a run."""
+
+    run_id: str
+    number: int
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    timings: dict[str, Any] = Field(description="Seconds per phase.")
+    bytes_up: int
+    bytes_down: int
+    metrics: dict[str, Any]
+    num_flagged: int
+    num_rejected: int
+    assignment: dict[str, Any] = Field(description="Assignment summary.")
+    model_digest: str | None
+
+
+# ----------------------------------------------------------------- events
+
+
+class EventOut(_Out):
+    """A detection event: evidence that a worker misbehaved in a round."""
+
+    id: int
+    run_id: str
+    round: int
+    client_id: str | None
+    worker: int | None
+    kind: str
+    severity: Severity
+    evidence: dict[str, Any]
+    review_status: ReviewStatus
+    reviewed_by: str | None
+    reviewed_at: datetime | None
+    note: str | None
+    created_at: datetime
+
+
+class EventPage(BaseModel):
+    """One page of detection events, newest first."""
+
+    items: list[EventOut]
+    next_before: int | None = Field(
+        description="Pass as 'before' to get the next page; null on the last."
+    )
+
+
+class ReviewIn(_In):
+    """An operator's decision on a detection event."""
+
+    decision: Literal["confirm", "dismiss"]
+    note: Note = ""
+
+
+class ReviewOut(EventOut):
+    """The reviewed event, and what the review did to its client."""
+
+    client_status: ClientStatus | None = Field(
+        description="The client's status after the review; null when the event has no client."
+    )
+    client_banned: bool = Field(description="Whether this review banned the client.")
+
+
+# ------------------------------------------------------------------ audit
+
+
+class AuditOut(_Out):
+    """Who did what to whom, and when."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target_type: str | None
+    target_id: str | None
+    details: dict[str, Any] | None
+
+
+class AuditPage(BaseModel):
+    """One page of the audit log, newest first."""
+
+    items: list[AuditOut]
+    next_before: int | None = Field(
+        description="Pass as 'before' to get the next page; null on the last."
+    )
+
+
+# ------------------------------------------------------------------- keys
+
+
+class KeyIn(_In):
+    """A new operator key."""
+
+    name: Name = Field(description="Whose key it is; shown in the audit log.")
+    role: Role
+
+
+class KeyOut(_Out):
+    """An operator key (never its secret)."""
+
+    id: str
+    name: str
+    role: Role
+    prefix: str = Field(description="First characters of the secret, to tell keys apart.")
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class CreatedKeyOut(KeyOut):
+    """A new key with its secret, shown this once."""
+
+    secret: str = Field(description="Send as 'Authorization: Bearer <secret>'. Not shown again.")
+
+
+# ----------------------------------------------------------------- health
+
+
+class HealthOut(BaseModel):
+    """Liveness or readiness."""
+
+    status: Literal["ok", "unavailable"]
+    detail: str | None = None

@@ -1,0 +1,191 @@
+"""Runs: launch with the run config model, list, inspect, rounds, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from phalanx.config import RunConfig
+from phalanx.store import RunStatus, audit, runs
+from tests.api.factories import Keys, TestClient, seed_run, seed_run_with_events
+from tests.configs import small_config
+
+RUNS = "/api/v1/runs"
+
+
+def test_launch_queues_the_run_with_its_config(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    config = small_config(name="launched", seed=42)
+    response = client.post(
+        RUNS, json=config.model_dump(mode="json"), headers=api_keys.headers("operator")
+    )
+    assert response.status_code == 202
+    run = response.json()
+    assert run["status"] == "queued"
+    assert run["name"] == "launched"
+    assert run["seed"] == 42
+    assert response.headers["Location"] == f"{RUNS}/{run['id']}"
+    assert RunConfig.model_validate(run["config"]) == config
+    with sessions() as session:
+        (entry,) = audit.list_audit(session, action="run.launch", target_id=run["id"])
+    assert entry.actor == "operator-key"
+
+
+def test_an_empty_config_takes_the_defaults(client: TestClient, api_keys: Keys) -> None:
+    response = client.post(RUNS, json={}, headers=api_keys.headers("operator"))
+    assert response.status_code == 202
+    assert RunConfig.model_validate(response.json()["config"]) == RunConfig()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"rounds": 0}, "body.rounds"),
+        ({"assignment": {"r": 99}}, "body.assignment.r"),
+        ({"assignment": {"scheme": "magic"}}, "body.assignment.scheme"),
+        ({"training": {"local_lr": -1}}, "body.training.local_lr"),
+        ({"unknown": 1}, "body.unknown"),
+        ({"assignment": {"num_workers": 3, "r": 5}}, "assignment.r=5 exceeds"),
+        ({"name": "a\x00b"}, "body.name"),
+        ({"attack": {"params": {"x": "\x00"}}}, "body.attack.params.x"),
+        ({"assignment": {"scheme": "random", "num_workers": 5000}}, "num_workers=5000 exceeds"),
+        ({"assignment": {"scheme": "random", "num_files": 10**8}}, "num_files=100000000 exceeds"),
+    ],
+)
+def test_an_invalid_config_is_422_naming_the_field(
+    body: dict[str, Any], field: str, client: TestClient, api_keys: Keys
+) -> None:
+    response = client.post(RUNS, json=body, headers=api_keys.headers("operator"))
+    assert response.status_code == 422
+    assert field in response.json()["detail"]
+
+
+def test_a_non_finite_number_is_422(client: TestClient, api_keys: Keys) -> None:
+    response = client.post(
+        RUNS,
+        content=b'{"training": {"local_lr": Infinity}}',
+        headers={**api_keys.headers("operator"), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert "body.training.local_lr" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type"),
+    [(b"{not json", "application/json"), (b"[1, 2]", "application/json"), (b"x", "text/plain")],
+)
+def test_a_body_that_is_not_a_config_object_is_422(
+    content: bytes, content_type: str, client: TestClient, api_keys: Keys
+) -> None:
+    response = client.post(
+        RUNS,
+        content=content,
+        headers={**api_keys.headers("operator"), "Content-Type": content_type},
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"]
+
+
+def test_listing_filters_by_status_newest_first_and_pages(
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
+) -> None:
+    ids = [seed_run(fresh_sessions, f"run-{index}") for index in range(5)]
+    with fresh_sessions.begin() as session:
+        runs.request_cancel(session, ids[0])
+    viewer = fresh_keys.headers("viewer")
+    queued: list[str] = []
+    params: dict[str, Any] = {"status": "queued", "limit": 2}
+    while True:
+        page = fresh_client.get(RUNS, params=params, headers=viewer).json()
+        queued += [item["id"] for item in page["items"]]
+        if page["next_offset"] is None:
+            break
+        params["offset"] = page["next_offset"]
+    assert queued == list(reversed(ids[1:]))
+    cancelled = fresh_client.get(RUNS, params={"status": "cancelled"}, headers=viewer).json()
+    assert [item["id"] for item in cancelled["items"]] == [ids[0]]
+
+
+def test_rounds_of_a_run_in_order(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id, _ = seed_run_with_events(sessions, num_rounds=3)
+    response = client.get(f"{RUNS}/{run_id}/rounds", headers=api_keys.headers("viewer"))
+    assert response.status_code == 200
+    rounds = response.json()
+    assert [r["number"] for r in rounds] == [1, 2, 3]
+    assert rounds[2]["bytes_up"] == 3000
+    assert rounds[0]["metrics"]["accuracy"] == pytest.approx(0.6)
+    run = client.get(f"{RUNS}/{run_id}", headers=api_keys.headers("viewer")).json()
+    assert run["current_round"] == 3
+
+
+def test_cancel_a_queued_run_at_once_and_a_running_one_between_rounds(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    operator = api_keys.headers("operator")
+    queued = seed_run(sessions)
+    response = client.post(f"{RUNS}/{queued}/cancel", headers=operator)
+    assert response.status_code == 202
+    assert response.json()["status"] == "cancelled"
+
+    running = seed_run(sessions)
+    with sessions.begin() as session:
+        runs.get_run(session, running).status = RunStatus.RUNNING
+    response = client.post(f"{RUNS}/{running}/cancel", headers=operator)
+    assert response.status_code == 202
+    assert response.json()["status"] == "running"
+    assert response.json()["cancel_requested"] is True
+
+
+def test_cancelling_a_finished_run_is_a_conflict(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = seed_run(sessions)
+    with sessions.begin() as session:
+        runs.get_run(session, run_id).status = RunStatus.RUNNING
+        runs.finish_run(session, run_id, RunStatus.SUCCEEDED)
+    response = client.post(f"{RUNS}/{run_id}/cancel", headers=api_keys.headers("operator"))
+    assert response.status_code == 409
+    assert "succeeded" in response.json()["detail"]
+
+
+UNKNOWN = "00000000-0000-4000-8000-000000000000"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", f"{RUNS}/{UNKNOWN}"),
+        ("GET", f"{RUNS}/{UNKNOWN}/rounds"),
+        ("POST", f"{RUNS}/{UNKNOWN}/cancel"),
+    ],
+)
+def test_an_unknown_run_is_404(method: str, path: str, client: TestClient, api_keys: Keys) -> None:
+    response = client.request(method, path, headers=api_keys.headers("operator"))
+    assert response.status_code == 404
+    assert UNKNOWN in response.json()["detail"]
+
+
+@pytest.mark.parametrize("run_id", ["x", "1' OR '1'='1", "%00", "9" * 40])
+def test_a_malformed_run_id_is_422(run_id: str, client: TestClient, api_keys: Keys) -> None:
+    response = client.get(f"{RUNS}/{run_id}", headers=api_keys.headers("viewer"))
+    assert response.status_code == 422
+
+
+def test_the_api_never_imports_torch_or_the_coordinator() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, phalanx_api.main, phalanx_api.cli; "
+        "print(sorted(m for m in ('torch', 'flwr', 'phalanx.runs', 'phalanx.coordinator') "
+        "if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
