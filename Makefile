@@ -32,6 +32,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	POSTGRES_PASSWORD=lint PHALANX_SECRET_KEY=lint PHALANX_SUPERLINK_PUBLIC_NAME=lint \
+		docker-compose --env-file .env.example config --quiet
+	$(VENV)/bin/hadolint docker/Dockerfile
+	shellcheck docker/supernode-entrypoint.sh
 
 bench: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py

@@ -16,6 +16,7 @@ from rich.table import Table
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig, load_run_config
+from phalanx.deployment.cli import client_start, deploy_app
 from phalanx.reports import RoundReport
 from phalanx.runs.summary import RunSummary
 from phalanx.settings import get_settings
@@ -29,6 +30,8 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(client_app, name="client")
 app.add_typer(serve_app)
+client_app.command("start")(client_start)
+app.add_typer(deploy_app, name="deploy")
 
 console = Console(stderr=True)
 Format = Literal["table", "json"]
@@ -159,16 +162,45 @@ def demo(
 def coordinator(
     poll: Annotated[float, typer.Option(help="Seconds between looks for queued runs.")] = 2.0,
     once: Annotated[bool, typer.Option(help="Exit when no run is queued.")] = False,
+    superlink: Annotated[
+        str | None, typer.Option(envvar="PHALANX_SUPERLINK", help="SuperLink HOST:PORT.")
+    ] = None,
+    root_certificates: Annotated[
+        Path | None,
+        typer.Option(envvar="PHALANX_ROOT_CERTIFICATES", help="CA certificate of the SuperLink."),
+    ] = None,
 ) -> None:
-    """Claim queued runs (and runs whose coordinator died) and execute them, one at a time."""
+    """Claim queued runs (and runs whose coordinator died) and execute them, one at a time.
+
+    With ``--superlink``, approved clients' keys are admitted to that SuperLink and
+    runs whose ``deployment.backend`` is ``deployment`` execute on it.
+    """
+    from phalanx.deployment.backend import run_on_superlink
+    from phalanx.deployment.control import FlowerControl, SuperLinkConnection
+    from phalanx.deployment.service import DeploymentService
     from phalanx.runs.recorder import claimer_name, register_simulated_clients
     from phalanx.runs.service import run_recorded
     from phalanx.store import RunStatus, runs
 
+    settings = get_settings()
     sessions = _sessions()
     claimer = claimer_name()
+    flwr_home = settings.data_dir / "flwr-home"
+    deployment = None
+    if superlink is not None and root_certificates is None:
+        raise typer.BadParameter("--superlink needs --root-certificates (the SuperLink's CA)")
+    if superlink is not None and root_certificates is not None:
+        deployment = DeploymentService(
+            sessions,
+            FlowerControl(SuperLinkConnection(superlink, root_certificates), flwr_home),
+            claimer,
+            settings.data_dir / "flower-runs",
+            report=console.print,
+        )
     console.print(f"coordinator {claimer} waiting for runs")
     while True:
+        if deployment is not None:
+            deployment.admit()
         with sessions.begin() as session:
             claimed = runs.claim_next_run(session, claimer)
             job = (claimed.id, claimed.config) if claimed else None
@@ -191,6 +223,36 @@ def coordinator(
                 )
             console.print(f"run {run_id} refused: invalid config")
             continue
+        if config.deployment.backend == "deployment":
+            if deployment is None:
+                with sessions.begin() as session:
+                    runs.finish_run(
+                        session,
+                        run_id,
+                        RunStatus.FAILED,
+                        claimer=claimer,
+                        error="deployment runs need `phalanx coordinator --superlink HOST:PORT "
+                        "--root-certificates CA`",
+                    )
+                continue
+            control = deployment.control
+            if config.deployment.superlink and root_certificates is not None:
+                connection = SuperLinkConnection(config.deployment.superlink, root_certificates)
+                control = FlowerControl(connection, flwr_home)
+            try:
+                run_on_superlink(
+                    config,
+                    control,
+                    sessions=sessions,
+                    claimer=claimer,
+                    run_id=run_id,
+                    log_dir=settings.data_dir / "flower-runs",
+                    nodes_timeout=config.deployment.nodes_timeout_s,
+                    round_timeout=config.deployment.round_timeout_s,
+                )
+            except Exception as exc:  # one bad run must not stop the service
+                console.print(f"run {run_id} failed: {type(exc).__name__}: {exc}")
+            continue
         try:
             register_simulated_clients(sessions, run_id, config)
             console.print(f"run [bold]{run_id}[/bold] ({config.name}) claimed")
@@ -199,7 +261,7 @@ def coordinator(
                 run_id,
                 config,
                 claimer=claimer,
-                checkpoint_dir=get_settings().checkpoint_dir,
+                checkpoint_dir=settings.checkpoint_dir,
             )
             console.print(f"run {run_id} finished: accuracy {summary.final_accuracy:.4f}")
         except Exception as exc:  # one bad run must not stop the service

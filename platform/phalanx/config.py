@@ -149,6 +149,17 @@ class CodecSettings(_Section):
     )
 
 
+class DeploymentConfig(_Section):
+    """Where the run executes: Flower's simulation engine, or a SuperLink with real clients."""
+
+    backend: Literal["simulation", "deployment"] = "simulation"
+    superlink: str | None = Field(
+        default=None, description="HOST:PORT; default: the coordinator's --superlink."
+    )
+    nodes_timeout_s: float = Field(default=600.0, gt=0.0)
+    round_timeout_s: float = Field(default=600.0, gt=0.0)
+
+
 class RunConfig(_Section):
     """Everything that defines a federated run; identical from the CLI and the API."""
 
@@ -162,6 +173,7 @@ class RunConfig(_Section):
     attack: AttackConfig = AttackConfig()
     training: TrainingConfig = TrainingConfig()
     codec: CodecSettings = CodecSettings()
+    deployment: DeploymentConfig = DeploymentConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
@@ -177,6 +189,11 @@ class RunConfig(_Section):
             raise ValueError(
                 "codec.error_feedback needs assignment.r=1: with replicas, honest workers "
                 "would carry different errors and stop agreeing byte for byte"
+            )
+        if self.deployment.backend == "deployment" and self.attack.q > 0:
+            raise ValueError(
+                "attack.q > 0 simulates adversaries, which a deployment does not have; "
+                "a deployed client turns Byzantine with PHALANX_BYZANTINE"
             )
         if self.attack.q > 0 and self.attack.name is None:
             raise ValueError("attack.q > 0 needs attack.name (e.g. 'alie')")

@@ -1,0 +1,159 @@
+"""Executing a deployed run inside the ServerApp: real clients, recorded round by round.
+
+The run lives in the database already, claimed by the coordinator that
+launched it on the SuperLink (:mod:`phalanx.deployment.backend`); this code
+runs in the ServerApp process under that same lease. It waits for enough
+approved clients to be online, maps them to workers
+(:mod:`phalanx.deployment.roster`), drives the coordinator over Flower's Grid
+with every reply bound to its node (:mod:`phalanx.deployment.binding`), and
+records each round exactly as a simulated run does, resuming after the last
+checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from phalanx.config import RunConfig
+from phalanx.coordinator import Coordinator, Member, Transport
+from phalanx.data import load_dataset
+from phalanx.deployment.binding import NodeBindingTransport
+from phalanx.deployment.roster import Enrolled, Roster, enrolled_clients, wait_for_roster
+from phalanx.deployment.summary import finish_deployed
+from phalanx.nets import flatten_params, init_model
+from phalanx.reports import RoundReport, RoundSink
+from phalanx.runs.recorder import StoreRecorder, load_checkpoint, stored_config
+from phalanx.store import LeaseLostError, RunStatus, clients
+
+__all__ = ["TransportFactory", "build_deployed_coordinator", "execute_deployed_run"]
+
+TransportFactory = Callable[[Roster, RunConfig], Transport]
+"""Builds the transport to a roster's nodes (the Grid transport in the ServerApp)."""
+
+
+def build_deployed_coordinator(
+    config: RunConfig,
+    run_id: str,
+    transport: Transport,
+    members: Mapping[int, Member],
+    sink: RoundSink,
+    *,
+    checkpoint: bytes | None = None,
+) -> Coordinator:
+    """Build a coordinator over real clients, restored from ``checkpoint`` when given."""
+    test_set = load_dataset(config.data.dataset, "test")
+    model = init_model(
+        config.data.model,
+        in_channels=int(test_set.x.shape[1]),
+        image_size=int(test_set.x.shape[-1]),
+        num_classes=test_set.num_classes,
+        seed=config.seed,
+    )
+    coordinator = Coordinator(
+        config,
+        run_id=run_id,
+        transport=transport,
+        members=members,
+        model=model,
+        params=flatten_params(model),
+        test_set=test_set,
+        sink=sink,
+    )
+    if checkpoint is not None:
+        coordinator.restore(checkpoint)
+    return coordinator
+
+
+def execute_deployed_run(
+    sessions: sessionmaker[Session],
+    run_id: str,
+    *,
+    claimer: str,
+    checkpoint_dir: Path,
+    online: Callable[[], Iterable[int]],
+    transport: TransportFactory,
+    nodes_timeout: float = 600.0,
+    on_round: Callable[[RoundReport], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) a claimed deployed run to its end; return its summary.
+
+    Parameters
+    ----------
+    sessions : sessionmaker
+        The Phalanx database.
+    run_id : str
+        The run, ``running`` under ``claimer``.
+    claimer : str
+        The lease this process works under (heartbeats between rounds).
+    checkpoint_dir : Path
+        Checkpoint files go to ``checkpoint_dir / run_id``.
+    online : callable
+        The Flower node ids connected now.
+    transport : callable
+        Builds the transport to the roster's nodes.
+    nodes_timeout : float
+        Seconds to wait for enough approved clients to come online.
+    on_round : callable, optional
+        Called after each recorded round.
+
+    Returns
+    -------
+    dict
+        The stored summary (:func:`~phalanx.deployment.summary.deployment_summary`).
+
+    Notes
+    -----
+    The run ends ``succeeded`` after its last round, ``cancelled`` when an
+    operator cancelled it between rounds, and ``failed`` (with the error) when
+    anything else raised. A lost lease is re-raised and the run left alone.
+    """
+    config = stored_config(sessions, run_id)
+    done = 0
+    try:
+        roster = wait_for_roster(
+            online,
+            lambda: _enrolled(sessions),
+            config.assignment.num_workers,
+            timeout=nodes_timeout,
+        )
+        _mark_seen(sessions, roster)
+        done, checkpoint = load_checkpoint(sessions, run_id)
+        recorder = StoreRecorder(sessions, run_id, checkpoint_dir, claimer)
+        bound = NodeBindingTransport(
+            transport(roster, config), roster.members, roster.node_of_worker
+        )
+        coordinator = build_deployed_coordinator(
+            config, run_id, bound, roster.members, recorder, checkpoint=checkpoint
+        )
+        reports = coordinator.run(
+            start_round=done + 1, on_round=on_round, should_stop=recorder.should_stop
+        )
+    except LeaseLostError:
+        raise
+    except Exception as exc:
+        finish_deployed(
+            sessions,
+            run_id,
+            RunStatus.FAILED,
+            claimer=claimer,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        raise
+    last = reports[-1].round if reports else done
+    status = RunStatus.SUCCEEDED if last >= config.rounds else RunStatus.CANCELLED
+    return finish_deployed(sessions, run_id, status, claimer=claimer)
+
+
+def _enrolled(sessions: sessionmaker[Session]) -> list[Enrolled]:
+    with sessions() as session:
+        return list(enrolled_clients(session))
+
+
+def _mark_seen(sessions: sessionmaker[Session], roster: Roster) -> None:
+    with sessions.begin() as session:
+        for worker in roster.workers:
+            clients.touch_client(session, worker.client_id, flower_node_id=worker.node_id)

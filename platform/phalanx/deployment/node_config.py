@@ -1,0 +1,122 @@
+"""Who a SuperNode's ClientApp is: the node config keys, and the environment fallback.
+
+A deployed client runs ``flower-supernode`` with its own EC key, the one it
+registered over REST and that the operator's approval registered with the
+SuperLink. The ClientApp must sign its replies with that same key under the
+client's Phalanx id, so the SuperNode passes both in its node config::
+
+    flower-supernode ... --node-config "phalanx-client-id='c7…' phalanx-key='/keys/client.key'"
+
+Values are TOML literal strings (single quotes: no escapes, so Windows paths
+survive). Where a key is absent from the node config, the ClientApp falls
+back to the environment (``PHALANX_CLIENT_ID``, ``PHALANX_CLIENT_KEY``,
+``PHALANX_BYZANTINE``), which is what the compose demo sets.
+
+``phalanx-byzantine`` names an attack (e.g. ``reversed_gradient``): the client
+then lies on every file it is given. It exists for red-team demonstrations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "BYZANTINE_ENV",
+    "BYZANTINE_KEY",
+    "CLIENT_ID_ENV",
+    "CLIENT_ID_KEY",
+    "KEY_ENV",
+    "KEY_PATH_KEY",
+    "NodeConfigError",
+    "NodeIdentity",
+]
+
+CLIENT_ID_KEY = "phalanx-client-id"
+KEY_PATH_KEY = "phalanx-key"
+BYZANTINE_KEY = "phalanx-byzantine"
+
+CLIENT_ID_ENV = "PHALANX_CLIENT_ID"
+KEY_ENV = "PHALANX_CLIENT_KEY"
+BYZANTINE_ENV = "PHALANX_BYZANTINE"
+
+
+class NodeConfigError(ValueError):
+    """The node config (or environment) does not say who this client is."""
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    """A deployed client as its SuperNode knows it.
+
+    Parameters
+    ----------
+    client_id : str
+        The id the control plane gave the client at registration.
+    key_path : Path
+        Its EC private key (OpenSSH or PEM); also the SuperNode's key.
+    byzantine : str or None
+        An attack name to play a Byzantine client, ``None`` to be honest.
+    """
+
+    client_id: str
+    key_path: Path
+    byzantine: str | None = None
+
+    def to_node_config(self) -> str:
+        """Render the ``--node-config`` value of ``flower-supernode``.
+
+        Raises
+        ------
+        NodeConfigError
+            When a value contains a single quote or a line break, which a TOML
+            literal string cannot hold.
+        """
+        pairs = {CLIENT_ID_KEY: self.client_id, KEY_PATH_KEY: str(self.key_path)}
+        if self.byzantine:
+            pairs[BYZANTINE_KEY] = self.byzantine
+        return " ".join(f"{key}={_literal(key, value)}" for key, value in pairs.items())
+
+    @classmethod
+    def resolve(cls, node_config: Mapping[str, object], environ: Mapping[str, str]) -> NodeIdentity:
+        """Read the identity from a ClientApp's node config, else from the environment.
+
+        Raises
+        ------
+        NodeConfigError
+            When the client id or the key path is missing or blank, naming both
+            ways to set it.
+        """
+        client_id = _setting(node_config, environ, CLIENT_ID_KEY, CLIENT_ID_ENV)
+        key_path = _setting(node_config, environ, KEY_PATH_KEY, KEY_ENV)
+        missing = [
+            f"{key} (or ${env})"
+            for key, env, value in (
+                (CLIENT_ID_KEY, CLIENT_ID_ENV, client_id),
+                (KEY_PATH_KEY, KEY_ENV, key_path),
+            )
+            if not value
+        ]
+        if missing:
+            raise NodeConfigError(
+                f"this SuperNode does not say who it is: set {' and '.join(missing)} "
+                "in flower-supernode --node-config"
+            )
+        byzantine = _setting(node_config, environ, BYZANTINE_KEY, BYZANTINE_ENV)
+        return cls(client_id=client_id, key_path=Path(key_path), byzantine=byzantine or None)
+
+
+def _setting(
+    node_config: Mapping[str, object], environ: Mapping[str, str], key: str, env: str
+) -> str:
+    value = node_config.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return environ.get(env, "").strip()
+    return str(value).strip()
+
+
+def _literal(key: str, value: str) -> str:
+    if "'" in value or "\n" in value or "\r" in value:
+        raise NodeConfigError(f"{key} cannot contain a single quote or a line break: {value!r}")
+    return f"'{value}'"

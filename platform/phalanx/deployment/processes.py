@@ -1,0 +1,261 @@
+"""Long-running Flower processes that Phalanx starts, and stops by pid.
+
+Flower's ``flower-superlink`` and ``flower-supernode`` start helpers of their own
+(``flower-superexec``, which starts ``flwr-serverapp`` and ``flwr-clientapp``),
+some in a session of their own. :meth:`ManagedProcess.stop` therefore notes the
+whole process tree first (from ``/proc``), then signals the process and each
+noted descendant by its pid, checking each pid's start time so that a pid the
+kernel reused for an unrelated process is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "FLOWER_QUIET_ENV",
+    "ManagedProcess",
+    "ProcessFailedError",
+    "ProcessId",
+    "flower_environment",
+    "free_port",
+    "start_process",
+    "wait_until",
+]
+
+FLOWER_QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
+"""Flower reports telemetry and checks for updates over the network by default; not here."""
+
+
+class ProcessFailedError(RuntimeError):
+    """A process exited, or never became ready; the message ends with its log."""
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    """A process as the kernel knows it: its pid and its start time (pids get reused)."""
+
+    pid: int
+    started: int  # clock ticks after boot, field 22 of /proc/PID/stat
+
+    def alive(self) -> bool:
+        """Whether this very process still runs (a zombie does not)."""
+        stat = _stat(self.pid)
+        return stat is not None and stat[1] == self.started
+
+
+@dataclass
+class ManagedProcess:
+    """A process started by :func:`start_process`, with its log file.
+
+    Parameters
+    ----------
+    name : str
+        What it is, for messages (``"superlink"``, ``"supernode-2"``).
+    popen : subprocess.Popen
+        The process.
+    log_path : Path
+        Its standard output and error.
+    """
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status, or ``None`` while it runs."""
+        return self.popen.poll()
+
+    def running(self) -> bool:
+        """Whether the process has not exited."""
+        return self.popen.poll() is None
+
+    def log_text(self) -> str:
+        """Everything the process wrote so far."""
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def failure(self, what: str) -> ProcessFailedError:
+        """Build an error saying ``what`` went wrong, with the tail of the log."""
+        tail = "\n".join(self.log_text().splitlines()[-40:])
+        return ProcessFailedError(f"{self.name} (pid {self.pid}): {what}\n--- log tail ---\n{tail}")
+
+    def descendants(self) -> list[ProcessId]:
+        """Every live process this one started, directly or not."""
+        return _descendants(self.pid)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """Stop the process and every descendant it started; return its exit status.
+
+        Sends SIGTERM to the process, waits up to ``timeout`` seconds, then
+        SIGKILL. Descendants noted before the signal are stopped the same way,
+        each by its pid. Calling it again returns the same status.
+        """
+        tree = _descendants(self.pid) if self.running() else []
+        if self.running():
+            _signal(self.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal(self.pid, signal.SIGKILL)
+                self.popen.wait()
+        tree += [p for t in tree for p in _descendants(t.pid) if p not in tree]
+        _stop_all(tree, timeout)
+        return self.popen.wait()
+
+
+def flower_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Copy this process's environment for a Flower command, this interpreter's ``bin`` first.
+
+    Flower starts ``flower-superexec``, ``flwr-serverapp`` and ``flwr-clientapp``
+    by name, so they must be found on ``PATH`` in the same environment.
+    """
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(
+        [bin_dir, *[p for p in env.get("PATH", "").split(os.pathsep) if p]]
+    )
+    env.update(FLOWER_QUIET_ENV)
+    env.update(extra or {})
+    return env
+
+
+def flower_executable(name: str) -> str:
+    """Find a Flower console script beside this interpreter; ``name`` when there is none."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.is_file() else name
+
+
+def start_process(
+    name: str,
+    command: Sequence[str],
+    *,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ManagedProcess:
+    """Start ``command`` in a session of its own, its output appended to ``log_path``.
+
+    Parameters
+    ----------
+    name : str
+        What it is, for messages.
+    command : sequence of str
+        The program and its arguments.
+    log_path : Path
+        Standard output and error go here; the folder is created.
+    env : mapping, optional
+        The environment; :func:`flower_environment` when omitted.
+    cwd : Path, optional
+        The working directory.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        popen = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else flower_environment(),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    return ManagedProcess(name=name, popen=popen, log_path=log_path)
+
+
+def wait_until(
+    ready: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    process: ManagedProcess | None = None,
+    interval: float = 0.2,
+) -> None:
+    """Poll ``ready()`` until it is true.
+
+    Raises
+    ------
+    ProcessFailedError
+        When ``process`` exits first, or ``timeout`` seconds pass.
+    """
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if process is not None and not process.running():
+            raise process.failure(f"exited with status {process.returncode} before {what}")
+        if time.monotonic() > deadline:
+            if process is not None:
+                raise process.failure(f"not {what} after {timeout:.0f} s")
+            raise ProcessFailedError(f"not {what} after {timeout:.0f} s")
+        time.sleep(interval)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port on ``host`` that nothing listens on right now."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """Parent pid and start time of ``pid``, or ``None`` when it is gone (or a zombie)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def _descendants(root: int) -> list[ProcessId]:
+    """Every live descendant of ``root`` with its start time (Linux ``/proc``)."""
+    children: dict[int, list[ProcessId]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        stat = _stat(int(entry.name))
+        if stat is not None:
+            children.setdefault(stat[0], []).append(ProcessId(int(entry.name), stat[1]))
+    found: list[ProcessId] = []
+    frontier = [root]
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            found.append(child)
+            frontier.append(child.pid)
+    return found
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _stop_all(processes: Sequence[ProcessId], timeout: float) -> None:
+    for process in processes:
+        if process.alive():
+            _signal(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(p.alive() for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for process in processes:
+        if process.alive():
+            _signal(process.pid, signal.SIGKILL)

@@ -1,0 +1,42 @@
+"""Processes Phalanx starts are stopped by pid, with everything they started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from phalanx.deployment.processes import ProcessFailedError, start_process, wait_until
+
+
+def test_stop_ends_the_process_and_every_descendant(tmp_path: Path) -> None:
+    process = start_process(
+        "tree",
+        ["sh", "-c", "sleep 300 & (sleep 300 & wait) & echo started; wait"],
+        log_path=tmp_path / "tree.log",
+    )
+    wait_until(lambda: len(process.descendants()) >= 3, timeout=30, what="forked", process=process)
+    tree = process.descendants()
+    process.stop(timeout=5)
+    assert not process.running()
+    assert [p.pid for p in tree if p.alive()] == []
+    assert "started" in process.log_text()
+
+
+def test_a_process_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    process = start_process(
+        "stubborn",
+        ["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"],
+        log_path=tmp_path / "stubborn.log",
+    )
+    wait_until(lambda: "ready" in process.log_text(), timeout=30, what="ready", process=process)
+    assert process.stop(timeout=0.5) == -9
+
+
+def test_waiting_on_a_process_that_exits_reports_its_log(tmp_path: Path) -> None:
+    process = start_process(
+        "failing", ["sh", "-c", "echo no such thing; exit 3"], log_path=tmp_path / "failing.log"
+    )
+    with pytest.raises(ProcessFailedError, match=r"(?s)exited with status 3.*no such thing"):
+        wait_until(lambda: False, timeout=30, what="ready", process=process)
+    process.stop()
