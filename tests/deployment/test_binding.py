@@ -16,10 +16,10 @@ from phalanx.deployment.binding import (
     NodeBindingTransport,
     node_binding_problem,
 )
-from phalanx.deployment.execute import build_deployed_coordinator
 from phalanx.identity import PrivateKey, generate_private_key, sign_reply
 from phalanx.replies import Reply, Task
 from phalanx.reports import RoundReport
+from phalanx.runs.execute import build_coordinator
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
 
@@ -128,7 +128,7 @@ def test_the_coordinator_records_a_client_on_the_wrong_node_as_a_high_severity_e
     }
     bound = NodeBindingTransport(InProcessTransport(workers), members, node_of_worker)
     sink = FakeSink()
-    build_deployed_coordinator(config, "run-1", bound, members, sink).run()
+    build_coordinator(config, "run-1", bound, sink, members=members).run()
     (report,) = sink.reports
     assert report.rejected == (2,)
     assert [(e.worker, e.client_id, e.kind, e.severity) for e in report.events] == [

@@ -12,60 +12,26 @@ checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.coordinator import Coordinator, Member, Transport
-from phalanx.data import load_dataset
+from phalanx.coordinator import Transport
 from phalanx.deployment.binding import NodeBindingTransport
 from phalanx.deployment.roster import Enrolled, Roster, enrolled_clients, wait_for_roster
 from phalanx.deployment.summary import finish_deployed
-from phalanx.nets import flatten_params, init_model
-from phalanx.reports import RoundReport, RoundSink
+from phalanx.reports import RoundReport
+from phalanx.runs.execute import build_coordinator
 from phalanx.runs.recorder import StoreRecorder, load_checkpoint, stored_config
 from phalanx.store import LeaseLostError, RunStatus, clients
 
-__all__ = ["TransportFactory", "build_deployed_coordinator", "execute_deployed_run"]
+__all__ = ["TransportFactory", "execute_deployed_run"]
 
 TransportFactory = Callable[[Roster, RunConfig], Transport]
 """Builds the transport to a roster's nodes (the Grid transport in the ServerApp)."""
-
-
-def build_deployed_coordinator(
-    config: RunConfig,
-    run_id: str,
-    transport: Transport,
-    members: Mapping[int, Member],
-    sink: RoundSink,
-    *,
-    checkpoint: bytes | None = None,
-) -> Coordinator:
-    """Build a coordinator over real clients, restored from ``checkpoint`` when given."""
-    test_set = load_dataset(config.data.dataset, "test")
-    model = init_model(
-        config.data.model,
-        in_channels=int(test_set.x.shape[1]),
-        image_size=int(test_set.x.shape[-1]),
-        num_classes=test_set.num_classes,
-        seed=config.seed,
-    )
-    coordinator = Coordinator(
-        config,
-        run_id=run_id,
-        transport=transport,
-        members=members,
-        model=model,
-        params=flatten_params(model),
-        test_set=test_set,
-        sink=sink,
-    )
-    if checkpoint is not None:
-        coordinator.restore(checkpoint)
-    return coordinator
 
 
 def execute_deployed_run(
@@ -126,8 +92,8 @@ def execute_deployed_run(
         bound = NodeBindingTransport(
             transport(roster, config), roster.members, roster.node_of_worker
         )
-        coordinator = build_deployed_coordinator(
-            config, run_id, bound, roster.members, recorder, checkpoint=checkpoint
+        coordinator = build_coordinator(
+            config, run_id, bound, recorder, checkpoint=checkpoint, members=roster.members
         )
         reports = coordinator.run(
             start_round=done + 1, on_round=on_round, should_stop=recorder.should_stop

@@ -7,7 +7,7 @@ its Flower component reference, the way ``flwr run`` loads it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from flwr.clientapp import ClientApp
 
@@ -28,8 +28,13 @@ def build_coordinator(
     sink: RoundSink,
     *,
     checkpoint: bytes | None = None,
+    members: Mapping[int, Member] | None = None,
 ) -> Coordinator:
-    """Build a coordinator for a simulated run, restored from ``checkpoint`` when given."""
+    """Build a coordinator, restored from ``checkpoint`` when given.
+
+    ``members`` are the workers' identities: the simulated roster by default,
+    the approved clients in a deployment.
+    """
     test_set = load_dataset(config.data.dataset, "test")
     model = init_model(
         config.data.model,
@@ -38,10 +43,11 @@ def build_coordinator(
         num_classes=test_set.num_classes,
         seed=config.seed,
     )
-    members = {
-        ident.worker: Member(ident.worker, ident.client_id, ident.public_key)
-        for ident in simulated_roster(run_id, config.assignment.num_workers)
-    }
+    if members is None:
+        members = {
+            ident.worker: Member(ident.worker, ident.client_id, ident.public_key)
+            for ident in simulated_roster(run_id, config.assignment.num_workers)
+        }
     coordinator = Coordinator(
         config,
         run_id=run_id,
