@@ -1,0 +1,468 @@
+"""Round time of Phalanx against a plain Flower FedAvg app on the same federation.
+
+Both run through Flower's simulation engine, one after the other in this
+process, on the same federation: K workers, Fashion-MNIST, r = 1 (scheme
+``none``, no relabelling, so worker i trains file i), no attack, and
+FedAvg-equivalent settings. Every worker runs H local SGD steps from the global
+model on its file of the round; Phalanx aggregates the deltas
+``params - local`` with the mean and applies server SGD with momentum 0 and
+lr 1.0, which sets the global model to the mean of the local models, as
+FedAvg does with equal file sizes. The Flower baseline is a ``ServerApp``
+running ``flwr.serverapp.strategy.FedAvg`` with a ``ClientApp`` that calls the
+same ``phalanx.training.compute_update`` on the same samples with the same
+seed, so both do the same work per worker and the difference is the
+framework. Both evaluate the global model on the server after every round.
+
+Phalanx runs as ``phalanx run`` does: recorded in a (temporary) SQLite
+database with checkpoints on disk, replies signed and verified, detection on.
+
+A round's time is the wall-clock time between the ends of consecutive rounds
+(Phalanx: the coordinator's ``on_round``; FedAvg: the server-side evaluation
+that closes each round); round 1, which starts the workers, is left out. The
+two systems alternate, ``--repeats`` times each, and the ratio is that of the
+median round times.
+
+Writes ``benchmarks/results/round.json`` and ``round.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+from flwr.simulation import run_simulation
+
+from phalanx.config import RunConfig
+from phalanx.data import ImageDataset, load_dataset
+from phalanx.nets import build_model, flatten_params, init_model, load_flat_
+from phalanx.plan import file_samples
+from phalanx.reports import RoundReport
+from phalanx.runs.recorder import claimer_name, create_simulated_run
+from phalanx.runs.service import run_recorded
+from phalanx.store import make_engine, migrate, session_factory
+from phalanx.training import compute_update, derive_seed, evaluate
+
+RESULTS = Path(__file__).parent / "results"
+PHASES = ("assign", "exchange", "verify", "detect", "aggregate", "evaluate", "persist")
+OWN_WORK = ("assign", "verify", "detect", "aggregate", "persist")
+PHALANX = "phalanx"
+FEDAVG = "flower-fedavg"
+
+
+def federation(
+    *, rounds: int, workers: int, model: str, local_steps: int, samples_per_file: int
+) -> RunConfig:
+    """The federation both systems run."""
+    return RunConfig.model_validate(
+        {
+            "name": "bench-round",
+            "seed": 11,
+            "rounds": rounds,
+            "data": {
+                "dataset": "fashion-mnist",
+                "model": model,
+                "samples_per_file": samples_per_file,
+                "eval_samples": 1000,
+            },
+            "assignment": {"scheme": "none", "num_workers": workers, "r": 1, "relabel": False},
+            "aggregation": {"rule": "mean", "f": 0},
+            "training": {
+                "local_steps": local_steps,
+                "local_lr": 0.05,
+                "optimizer": "sgd",
+                "momentum": 0.0,
+                "server_lr": 1.0,
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One run of one system."""
+
+    system: str
+    repeat: int
+    round_seconds: list[float]
+    eval_seconds: list[float]
+    final_accuracy: float
+    phase_seconds: dict[str, float]
+
+    @property
+    def median_round(self) -> float:
+        """Median time of the timed rounds."""
+        return statistics.median(self.round_seconds)
+
+
+def timed(ends: Sequence[float], evals: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Round and evaluation times of rounds 2 .. N-1 from the end times of rounds 1 .. N.
+
+    Round 1 starts the workers; round N evaluates the whole test set.
+    """
+    rounds = [b - a for a, b in itertools.pairwise(ends)][:-1]
+    return rounds, list(evals[1:-1])
+
+
+# --------------------------------------------------------------------------- Phalanx
+
+
+def run_phalanx(config: RunConfig, repeat: int) -> Measurement:
+    """Run the federation with Phalanx, recorded in a temporary SQLite database."""
+    ends: list[float] = []
+    reports: list[RoundReport] = []
+
+    def on_round(report: RoundReport) -> None:
+        ends.append(time.perf_counter())
+        reports.append(report)
+
+    with tempfile.TemporaryDirectory(prefix="phalanx-bench-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'phalanx.db'}"
+        migrate.upgrade(url)
+        engine = make_engine(url)
+        sessions = session_factory(engine)
+        claimer = claimer_name()
+        run_id = create_simulated_run(sessions, config, claimer)
+        summary = run_recorded(
+            sessions,
+            run_id,
+            config,
+            claimer=claimer,
+            checkpoint_dir=Path(tmp) / "checkpoints",
+            on_round=on_round,
+        )
+        engine.dispose()
+    middle = reports[1:-1]
+    phases = {p: statistics.median(r.timings.get(p, 0.0) for r in middle) for p in PHASES}
+    rounds, evals = timed(ends, [r.timings.get("evaluate", 0.0) for r in reports])
+    return Measurement(PHALANX, repeat, rounds, evals, summary.final_accuracy, phases)
+
+
+# --------------------------------------------------------------------------- plain Flower
+
+
+@lru_cache(maxsize=2)
+def _train_set(name: str) -> ImageDataset:
+    """The training set, loaded once per ClientApp process (as Phalanx's ClientApp does)."""
+    return load_dataset(name, "train")
+
+
+def fedavg_client_app(config: RunConfig) -> ClientApp:
+    """A ClientApp that trains the global model on its file of the round, like Phalanx's."""
+    app = ClientApp()
+
+    @app.train()
+    def train(message: Message, context: Context) -> Message:
+        torch.set_num_threads(1)
+        worker = context.node_config["partition-id"]
+        round_ = message.content.config_records["config"]["server-round"]
+        if not isinstance(worker, int) or not isinstance(round_, int):
+            raise TypeError("expected an int partition-id and server-round")
+        train_set = _train_set(config.data.dataset)
+        model = build_model(
+            config.data.model,
+            in_channels=train_set.in_channels,
+            image_size=train_set.image_size,
+            num_classes=train_set.num_classes,
+        )
+        model.load_state_dict(message.content.array_records["arrays"].to_torch_state_dict())
+        files = file_samples(config, len(train_set.y), round_, config.assignment.num_workers)
+        idx = files[worker]
+        delta = compute_update(
+            model,
+            train_set.x[idx],
+            train_set.y[idx],
+            seed=derive_seed(config.seed, round_, worker),
+            local_steps=config.training.local_steps,
+            lr=config.training.local_lr,
+        )
+        load_flat_(model, flatten_params(model) - delta)
+        content = RecordDict(
+            {
+                "arrays": ArrayRecord(model.state_dict()),
+                "metrics": MetricRecord({"num-examples": len(idx)}),
+            }
+        )
+        return Message(content=content, reply_to=message)
+
+    return app
+
+
+def fedavg_server_app(
+    config: RunConfig, ends: list[float], evals: list[float], accuracy: list[float]
+) -> ServerApp:
+    """A ServerApp running Flower's FedAvg with server-side evaluation every round."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        test_set = load_dataset(config.data.dataset, "test")
+        model = init_model(
+            config.data.model,
+            in_channels=test_set.in_channels,
+            image_size=test_set.image_size,
+            num_classes=test_set.num_classes,
+            seed=config.seed,
+        )
+        k = config.assignment.num_workers
+        n = config.data.eval_samples or len(test_set.y)
+        head = ImageDataset(
+            x=test_set.x[:n], y=test_set.y[:n], num_classes=test_set.num_classes, name="head"
+        )
+
+        def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+            started = time.perf_counter()
+            model.load_state_dict(arrays.to_torch_state_dict())
+            final = server_round == config.rounds
+            loss, acc = evaluate(model, test_set if final else head)
+            if server_round > 0:
+                ends.append(time.perf_counter())
+                evals.append(ends[-1] - started)
+                accuracy.append(acc)
+            return MetricRecord({"loss": loss, "accuracy": acc})
+
+        strategy = FedAvg(
+            fraction_train=1.0,
+            fraction_evaluate=0.0,
+            min_train_nodes=k,
+            min_available_nodes=k,
+        )
+        strategy.start(
+            grid=grid,
+            initial_arrays=ArrayRecord(model.state_dict()),
+            num_rounds=config.rounds,
+            train_config=ConfigRecord(),
+            evaluate_fn=evaluate_fn,
+        )
+
+    return app
+
+
+def backend_config() -> dict[str, Any]:
+    """The Ray settings Phalanx's simulation uses (one CPU per ClientApp instance)."""
+    return {
+        "client_resources": {"num_cpus": 1.0, "num_gpus": 0.0},
+        "init_args": {
+            "logging_level": logging.WARNING,
+            "log_to_driver": False,
+            "num_cpus": os.cpu_count() or 1,
+        },
+    }
+
+
+def run_fedavg(config: RunConfig, repeat: int) -> Measurement:
+    """Run the federation with a plain Flower FedAvg app."""
+    ends: list[float] = []
+    evals: list[float] = []
+    accuracy: list[float] = []
+    # Ray's workers unpickle the ClientApp. Built from this file imported as a module
+    # (Flower puts the driver's sys.path, this directory included, on their
+    # PYTHONPATH), its dataset cache resolves there; from __main__ it would not.
+    module = importlib.import_module(Path(__file__).stem)
+    run_simulation(
+        server_app=fedavg_server_app(config, ends, evals, accuracy),
+        client_app=module.fedavg_client_app(config),
+        num_supernodes=config.assignment.num_workers,
+        backend_config=backend_config(),
+    )
+    rounds, eval_times = timed(ends, evals)
+    return Measurement(FEDAVG, repeat, rounds, eval_times, accuracy[-1] if accuracy else 0.0, {})
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summary(measurements: Sequence[Measurement]) -> dict[str, Any]:
+    """Medians, the ratios and the phase shares."""
+
+    def pooled(system: str, without_eval: bool) -> float:
+        times = [
+            t - (e if without_eval else 0.0)
+            for m in measurements
+            if m.system == system
+            for t, e in zip(m.round_seconds, m.eval_seconds, strict=True)
+        ]
+        return _median(times)
+
+    phalanx, fedavg = pooled(PHALANX, False), pooled(FEDAVG, False)
+    runs = [m for m in measurements if m.system == PHALANX]
+    phases = {p: _median([m.phase_seconds[p] for m in runs]) for p in PHASES}
+    total = sum(phases.values())
+    return {
+        "phalanx_round_s": phalanx,
+        "fedavg_round_s": fedavg,
+        "ratio": phalanx / fedavg,
+        "ratio_without_evaluation": pooled(PHALANX, True) / pooled(FEDAVG, True),
+        "ratio_per_repeat": [
+            p.median_round / f.median_round
+            for p, f in zip(runs, [m for m in measurements if m.system == FEDAVG], strict=True)
+        ],
+        "goal": 1.2,
+        "goal_met": phalanx / fedavg <= 1.2,
+        "phase_s": phases,
+        "phase_share": {p: v / total for p, v in phases.items()},
+        "own_work_share": sum(phases[p] for p in OWN_WORK) / total,
+        "exchange_share": phases["exchange"] / total,
+        "evaluate_share": phases["evaluate"] / total,
+    }
+
+
+def markdown(
+    config: RunConfig, measurements: Sequence[Measurement], result: dict[str, Any], quick: bool
+) -> str:
+    """round.md."""
+    t = config.training
+    lines = [
+        "# Round time: Phalanx vs a plain Flower FedAvg app",
+        "",
+        f"{'Quick run (`--quick`). ' if quick else ''}Both through Flower's simulation engine "
+        f"(Ray, {os.cpu_count()} CPUs shared with other work, one CPU and one torch thread "
+        f"per ClientApp instance) in one process, alternating, {len(measurements) // 2} "
+        f"run(s) each; {platform.machine()}, torch {torch.__version__}.",
+        "",
+        f"Federation: Fashion-MNIST, the `{config.data.model}` of `phalanx.nets`, "
+        f"K = {config.assignment.num_workers} workers, r = 1 (scheme `none`), no attack, "
+        f"{config.data.samples_per_file} samples per worker and round, {t.local_steps} local "
+        f"SGD steps with lr {t.local_lr} per round (`phalanx.training.compute_update` in both "
+        "systems, same samples, same seeds). Phalanx: rule `mean`, server optimiser "
+        f"`{t.optimizer}` with momentum {t.momentum} and lr {t.server_lr} (the global model "
+        "becomes the mean of the local models: FedAvg with equal weights), raw float32 "
+        "uplink, signed replies, detection on, every round recorded in SQLite with its "
+        "checkpoint. Flower: `flwr.serverapp.strategy.FedAvg` (fraction_train 1.0, no "
+        "client-side evaluation). Both evaluate on the server after every round "
+        f"({config.data.eval_samples} test samples; all 10,000 after the last round).",
+        "",
+        f"{config.rounds} rounds per run; rounds 2 to {config.rounds - 1} are timed (round 1 "
+        "starts the workers, the last evaluates the whole test set); a round's time is the "
+        "time between the ends of consecutive rounds. The machine was shared with other "
+        "work, so single rounds vary; medians over all timed rounds of all runs are "
+        "compared.",
+        "",
+        "| system | median round (s) | rounds timed | final accuracy (%) |",
+        "|---|---|---|---|",
+    ]
+    for system, key in ((PHALANX, "phalanx_round_s"), (FEDAVG, "fedavg_round_s")):
+        runs = [m for m in measurements if m.system == system]
+        accuracy = ", ".join(f"{100 * m.final_accuracy:.2f}" for m in runs)
+        timed = sum(len(m.round_seconds) for m in runs)
+        lines.append(f"| {system} | {result[key]:.3f} | {timed} | {accuracy} |")
+    verdict = "met" if result["goal_met"] else "NOT met"
+    lines += [
+        "",
+        f"**Ratio Phalanx / FedAvg: {result['ratio']:.2f}** (goal at most 1.2: {verdict}). "
+        "Without the server-side evaluation, which both do alike: "
+        f"{result['ratio_without_evaluation']:.2f}. Per pair of runs: "
+        + ", ".join(f"{r:.2f}" for r in result["ratio_per_repeat"])
+        + ".",
+        "",
+        "Per run (median round, s): "
+        + "; ".join(f"{m.system} #{m.repeat}: {m.median_round:.3f}" for m in measurements)
+        + ".",
+        "",
+        "## Where a Phalanx round goes",
+        "",
+        "The coordinator's `timings` of each round (median over the timed rounds, then over "
+        "the runs).",
+        "",
+        "| phase | seconds | share |",
+        "|---|---|---|",
+    ]
+    for p in PHASES:
+        lines.append(
+            f"| {p} | {result['phase_s'][p]:.4f} | {100 * result['phase_share'][p]:.1f} % |"
+        )
+    lines += [
+        "",
+        f"Coordinator's own work (assign, verify, detect, aggregate, persist to the "
+        f"database): **{100 * result['own_work_share']:.1f} %** of a round; exchange with "
+        f"the workers (their training included): {100 * result['exchange_share']:.1f} %; "
+        f"server-side evaluation: {100 * result['evaluate_share']:.1f} %.",
+        "",
+        "Time outside the coordinator's phases (the run's heartbeat in the database between "
+        "rounds, Flower's scheduling) counts in the round time above but in no phase.",
+        "",
+        "**Same model?** Not bit for bit. With r = 1 Phalanx's detection still scores "
+        "outliers and leaves a flagged update out of the mean, which FedAvg never does; up to "
+        "the first round in which an honest worker is flagged the two global models are the "
+        "same (up to the order of the float sums), then they drift apart. Flower's FedAvg also "
+        "sums the replies in the order they arrive, so its final accuracy varies a little "
+        "from run to run; Phalanx aggregates files in a fixed order and repeats exactly.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one short run of each system")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=None, help="runs of each system")
+    parser.add_argument("--workers", type=int, default=15)
+    parser.add_argument("--model", choices=("cnn", "mlp"), default="cnn")
+    parser.add_argument("--local-steps", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(1)
+    config = federation(
+        rounds=args.rounds or (5 if args.quick else 12),  # two rounds are not timed
+        workers=args.workers,
+        model=args.model,
+        local_steps=args.local_steps,
+        samples_per_file=32,
+    )
+    repeats = args.repeats or (1 if args.quick else 3)
+    measurements: list[Measurement] = []
+    started = time.perf_counter()
+    for repeat in range(1, repeats + 1):
+        for runner in (run_phalanx, run_fedavg):
+            measurements.append(runner(config, repeat))
+            m = measurements[-1]
+            sys.stderr.write(
+                f"{m.system} #{repeat}: median round {m.median_round:.3f} s, "
+                f"accuracy {100 * m.final_accuracy:.2f}\n"
+            )
+    result = summary(measurements)
+    result["seconds"] = time.perf_counter() - started
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "round.json").write_text(
+        json.dumps(
+            {
+                "config": config.model_dump(mode="json"),
+                "result": result,
+                "runs": [asdict(m) for m in measurements],
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    table = markdown(config, measurements, result, args.quick)
+    (args.out / "round.md").write_text(table, encoding="utf-8")
+    sys.stdout.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
