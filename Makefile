@@ -40,10 +40,14 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py
 	$(PY) benchmarks/bench_aggregation.py
+	$(PY) benchmarks/bench_round.py
+	$(PY) benchmarks/bench_api.py
 
 bench-quick: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py --quick
 	$(PY) benchmarks/bench_aggregation.py --quick
+	$(PY) benchmarks/bench_round.py --quick
+	$(PY) benchmarks/bench_api.py --quick
 
 # Debian's dataset-fashion-mnist, where the machine allows it (root or sudo with apt-get).
 dataset:

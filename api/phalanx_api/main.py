@@ -19,7 +19,7 @@ from phalanx_api.context import AppContext, app_context
 from phalanx_api.errors import install_error_handlers
 from phalanx_api.limits import BodySizeLimitMiddleware
 from phalanx_api.metrics import ApiMetrics, MetricsMiddleware
-from phalanx_api.routes import include_routes
+from phalanx_api.routes import include_routes, pages
 from phalanx_api.settings import ApiSettings, get_api_settings, resolve_secret_key
 from phalanx_api.templating import STATIC_DIR, make_templates
 
@@ -78,7 +78,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # the dashboard serves /docs without a CDN
         redoc_url=None,
         openapi_url="/openapi.json",
     )
@@ -86,6 +86,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     install_error_handlers(app)
     include_routes(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    pages.install(app)  # the dashboard, /docs, error pages for browsers
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=context.metrics)  # outermost: times everything
     return app

@@ -1,0 +1,17 @@
+"""The dashboard: server-rendered pages over the store, no CDN, no JavaScript framework.
+
+Each module turns stored rows into what a page draws, as plain data that the
+Jinja templates render and the tests check:
+
+- :mod:`~phalanx_api.pages.charts`: per-round line charts and the flagged-worker
+  matrix, as SVG geometry.
+- :mod:`~phalanx_api.pages.agreement`: a round's agreement graph, rebuilt from
+  its detection events and laid out on a circle.
+- :mod:`~phalanx_api.pages.evidence`: a detection event's evidence in words.
+- :mod:`~phalanx_api.pages.views`: what each page shows, read from the store.
+- :mod:`~phalanx_api.pages.formatting`: numbers, bytes and times for people.
+- :mod:`~phalanx_api.pages.errors`: error answers as pages for a browser.
+- :mod:`~phalanx_api.pages.docs`: the OpenAPI explorer, served from ``static/``.
+
+The routes are in :mod:`phalanx_api.routes.pages`.
+"""

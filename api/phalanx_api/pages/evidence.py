@@ -1,0 +1,350 @@
+"""A detection event's evidence in words a reviewer can follow.
+
+The coordinator stores, with each flag, the evidence behind it
+(:meth:`phalanx.detection.Evidence.to_dict`): a plain-English ``summary``, the
+workers it was measured against (``clique``), those it disagreed with, and per
+disputed file every replica's digest and the relative distances between them.
+A refused reply stores the ``reason`` instead. This module turns both into a
+headline, the summary, and one sentence and one table per file: which workers
+sent what, whose digests differed, and how far apart the updates were.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Kinds that come from comparing replicas (or scoring updates): the worker is flagged.
+DETECTION_KINDS = frozenset({"outside_max_clique", "majority_minority", "outlier", "low_degree"})
+
+#: Each known kind in a few words.
+KIND_HEADLINES: Mapping[str, str] = {
+    "outside_max_clique": "Disagreed with the largest group of agreeing workers",
+    "majority_minority": "Outvoted on its files (no single largest agreeing group)",
+    "outlier": "Update far from everyone else's (single replica, weak evidence)",
+    "low_degree": "Agreed with too few workers over several rounds",
+    "malformed_reply": "Sent a reply that could not be read",
+    "bad_shape": "Sent an update of the wrong size",
+    "non_finite": "Sent an update containing NaN or infinity",
+    "bad_signature": "Reply signature did not verify",
+    "stale_round": "Replied for an earlier round",
+    "wrong_nonce": "Replied with the wrong round nonce",
+    "unassigned_file": "Replied for a file it was not given",
+    "node_id_mismatch": "Replied from another Flower node than its own",
+}
+
+#: What a reviewer should weigh, per kind.
+KIND_ADVICE: Mapping[str, str] = {
+    "outside_max_clique": (
+        "Honest workers given the same file compute the same update, so they always agree. "
+        "A worker outside the largest agreeing group sent something else; repeated rounds "
+        "of this are strong evidence of an attack or a broken client."
+    ),
+    "majority_minority": (
+        "Several groups of agreeing workers were equally large, so each file's value was "
+        "decided by majority. This worker lost those votes; check whether it keeps losing "
+        "them across rounds."
+    ),
+    "outlier": (
+        "With one worker per file nothing could be compared; the flag rests on distance "
+        "alone. Honest workers with unusual data can look like this: confirm only if it "
+        "repeats."
+    ),
+    "low_degree": (
+        "Over a window of rounds this worker agreed with fewer workers than any honest "
+        "worker can; it was flagged on its history rather than on one round."
+    ),
+}
+
+#: Advice shown for a refused reply of any kind.
+REJECTION_ADVICE = (
+    "The coordinator refused this reply before comparing it, so it never reached the model. "
+    "An honest client can send one by accident (a restart, a clock or network problem); "
+    "repeated refusals or a bad signature point at tampering."
+)
+
+#: How to read a relative distance, shown beside the tables.
+DISTANCE_NOTE = (
+    "Relative distance is |a − b| / |b| between two workers' updates for the same file: "
+    "0 means identical, 1 means the difference is as large as the update itself. Honest "
+    "replicas stay below the tolerance."
+)
+
+
+@dataclass(frozen=True)
+class ReplicaRow:
+    """One worker's replica of a disputed file.
+
+    Attributes
+    ----------
+    worker : int
+        The worker that sent it.
+    digest : str
+        SHA-256 of its payload (empty if not recorded).
+    group : int
+        Replicas with the same digest share a group: 1 for the value the model used,
+        2 for the flagged worker's, 3 and up for any other.
+    is_subject : bool
+        Whether this is the flagged worker's replica.
+    distance : float or None
+        Relative distance to the flagged worker's replica (``None`` if not computed).
+    agrees_with_subject : bool or None
+        Whether it agreed with the flagged worker's replica within the tolerance.
+    accepted : bool
+        Whether this replica became the file's value.
+    """
+
+    worker: int
+    digest: str
+    group: int
+    is_subject: bool
+    distance: float | None
+    agrees_with_subject: bool | None
+    accepted: bool
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A disputed file: its replicas and one sentence saying what happened."""
+
+    file: int
+    sentence: str
+    replicas: tuple[ReplicaRow, ...]
+    accepted_from: int | None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Everything the review queue shows about one event.
+
+    Attributes
+    ----------
+    headline : str
+        The kind in a few words.
+    summary : str
+        The stored plain-English paragraph (or one written here for refused replies).
+    advice : str
+        What a reviewer should weigh.
+    files : tuple of FileRecord
+        The disputed files (empty for refused replies and degree flags).
+    facts : tuple of (str, str)
+        Short labelled facts: who it was measured against, the tolerance, ...
+    is_rejection : bool
+        Whether this is a refused reply rather than a flag from comparing replicas.
+    """
+
+    headline: str
+    summary: str
+    advice: str
+    files: tuple[FileRecord, ...]
+    facts: tuple[tuple[str, str], ...]
+    is_rejection: bool
+
+
+def headline(kind: str) -> str:
+    """Return a kind in a few words (unknown kinds are spelled out from their name)."""
+    return KIND_HEADLINES.get(kind, kind.replace("_", " ").capitalize())
+
+
+def is_rejection(kind: str) -> bool:
+    """Whether ``kind`` means a refused reply rather than a flag from comparing replicas."""
+    return kind not in DETECTION_KINDS
+
+
+def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Explanation:
+    """Explain one detection event.
+
+    Parameters
+    ----------
+    kind : str
+        The event's kind.
+    worker : int or None
+        The worker it names.
+    evidence : Mapping[str, Any]
+        The stored evidence; missing or malformed parts are skipped, never fatal.
+
+    Returns
+    -------
+    Explanation
+        Headline, summary, advice, per-file records and facts.
+    """
+    name = "this worker" if worker is None else f"worker {worker}"
+    if is_rejection(kind):
+        reason = _text(evidence.get("reason")) or "no reason was recorded"
+        return Explanation(
+            headline=headline(kind),
+            summary=_text(evidence.get("summary"))
+            or f"The coordinator refused {name}'s reply: {reason}.",
+            advice=REJECTION_ADVICE,
+            files=(),
+            facts=(("Reason", reason),),
+            is_rejection=True,
+        )
+    tolerance = _number(evidence.get("tolerance"))
+    files = tuple(
+        _file_record(item, worker, tolerance)
+        for item in _dicts(evidence.get("files"))
+        if _integer(item.get("file")) is not None
+    )
+    facts: list[tuple[str, str]] = []
+    clique = _integers(evidence.get("clique"))
+    if clique:
+        facts.append(("Agreeing group", _listing("worker", "workers", clique)))
+    disagreed = _integers(evidence.get("disagreed_with"))
+    if disagreed:
+        facts.append(("Disagreed with", _listing("worker", "workers", disagreed)))
+    mode = _text(evidence.get("mode"))
+    if mode:
+        compared = "exact digests" if mode == "exact" else "relative distance"
+        if tolerance is not None and mode != "exact":
+            compared += f" under tolerance {tolerance:g}"
+        facts.append(("Compared by", compared))
+    score, threshold = _number(evidence.get("score")), _number(evidence.get("threshold"))
+    if score is not None:
+        limit = "" if threshold is None else f" (threshold {threshold:.3g})"
+        facts.append(("Score", f"{score:.3g}{limit}"))
+    rounds = _integer(evidence.get("rounds"))
+    if rounds is not None:
+        facts.append(("Window", f"{rounds} round{'' if rounds == 1 else 's'}"))
+    return Explanation(
+        headline=headline(kind),
+        summary=_text(evidence.get("summary")) or f"{name.capitalize()} was flagged ({kind}).",
+        advice=KIND_ADVICE.get(kind, ""),
+        files=files,
+        facts=tuple(facts),
+        is_rejection=False,
+    )
+
+
+def _file_record(item: Mapping[str, Any], subject: int | None, tol: float | None) -> FileRecord:
+    file = _integer(item.get("file")) or 0
+    digests: dict[int, str] = {}
+    for replica in _dicts(item.get("replicas")):
+        worker = _integer(replica.get("worker"))
+        if worker is not None:
+            digests[worker] = _text(replica.get("digest"))
+    pairs: dict[frozenset[int], tuple[float | None, bool | None]] = {}
+    for pair in _dicts(item.get("distances")):
+        a, b = _integer(pair.get("a")), _integer(pair.get("b"))
+        if a is None or b is None:
+            continue
+        agree = pair.get("agree")
+        pairs[frozenset((a, b))] = (
+            _number(pair.get("distance")),
+            agree if isinstance(agree, bool) else None,
+        )
+        digests.setdefault(a, "")
+        digests.setdefault(b, "")
+    accepted_from = _integer(item.get("accepted_from"))
+    # Group 1 is the value the model used, group 2 the flagged worker's, then any others.
+    groups: dict[str, int] = {}
+    for worker in (accepted_from, subject):
+        if worker is not None and digests.get(worker):
+            groups.setdefault(digests[worker], 1 if worker == accepted_from else 2)
+    rows = []
+    for worker in sorted(digests):
+        digest = digests[worker]
+        group = groups.setdefault(digest or f"?{worker}", max([2, *groups.values()]) + 1)
+        distance, agrees = (None, None)
+        if subject is not None and worker != subject:
+            distance, agrees = pairs.get(frozenset((worker, subject)), (None, None))
+        rows.append(
+            ReplicaRow(
+                worker=worker,
+                digest=digest,
+                group=group,
+                is_subject=worker == subject,
+                distance=distance,
+                agrees_with_subject=agrees,
+                accepted=worker == accepted_from,
+            )
+        )
+    return FileRecord(
+        file=file,
+        sentence=_file_sentence(file, rows, subject, accepted_from, tol),
+        replicas=tuple(rows),
+        accepted_from=accepted_from,
+    )
+
+
+def _file_sentence(
+    file: int,
+    rows: Sequence[ReplicaRow],
+    subject: int | None,
+    accepted_from: int | None,
+    tol: float | None,
+) -> str:
+    """Say what happened to one file, e.g. who sent matching updates and who did not."""
+    others = [r for r in rows if not r.is_subject]
+    mine = next((r for r in rows if r.is_subject), None)
+    parts = []
+    if mine is not None and subject is not None:
+        identical = [r.worker for r in others if r.digest and r.digest == mine.digest]
+        close = [r.worker for r in others if r.worker not in identical and r.agrees_with_subject]
+        differ = [r for r in others if r.worker not in identical and r.worker not in close]
+        if identical:
+            names = _listing("worker", "workers", identical)
+            parts.append(f"worker {subject} sent the same update as {names}")
+        if close:
+            names = _listing("worker", "workers", close)
+            parts.append(f"its update agreed with {names} within the tolerance")
+        if differ:
+            names = _listing("worker", "workers", [r.worker for r in differ])
+            distances = [r.distance for r in differ if r.distance is not None]
+            how = ""
+            if distances:
+                how = f", {_span(distances)}"
+                if tol is not None:
+                    how += f" where the tolerance is {tol:g}"
+            lead = "its update" if identical or close else f"worker {subject}'s update"
+            parts.append(f"{lead} differed from that of {names}{how}")
+    if accepted_from is None:
+        parts.append("no replica was trusted, so the file was left out of this round")
+    elif accepted_from == subject:
+        parts.append(f"the file's value came from worker {accepted_from}")
+    else:
+        parts.append(f"the file's value was taken from worker {accepted_from} instead")
+    text = "; ".join(parts)
+    return f"File {file}: {text}."
+
+
+def _span(distances: Sequence[float]) -> str:
+    low, high = min(distances), max(distances)
+    if math.isclose(low, high, rel_tol=1e-3):
+        return f"relative distance {high:.3g}"
+    return f"relative distance {low:.3g} to {high:.3g}"
+
+
+def _listing(singular: str, plural: str, ids: Sequence[int], shown: int = 10) -> str:
+    if len(ids) == 1:
+        return f"{singular} {ids[0]}"
+    words = [str(i) for i in ids[:shown]]
+    if len(ids) > shown:
+        return f"{plural} {', '.join(words)} and {len(ids) - shown} more"
+    return f"{plural} {', '.join(words[:-1])} and {words[-1]}"
+
+
+def _dicts(value: object) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _integers(value: object) -> list[int]:
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

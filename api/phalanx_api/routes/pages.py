@@ -1,0 +1,289 @@
+"""The dashboard's pages: overview, run, clients, review queue; and their forms.
+
+Pages need a dashboard session (``/login``); without one a browser is sent to
+the login form. Every role sees every page; operators and admins also get the
+buttons, which post forms carrying the session's CSRF token. The pages are not
+part of the REST API and are left out of its OpenAPI schema. What a page shows
+is read by :mod:`phalanx_api.pages.views`; changes go through
+:mod:`phalanx_api.actions`, like the API's, so they land in the audit log.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, FastAPI, Form, Path, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
+
+from phalanx.store import ClientStatus, EventFilter, ReviewStatus, Role
+from phalanx_api import actions
+from phalanx_api.actions import ClientAction
+from phalanx_api.auth import Principal, authenticate_session, role_allows
+from phalanx_api.context import AppContext, app_context
+from phalanx_api.deps import ContextDep, FormOperatorDep, SessionDep, SettingsDep
+from phalanx_api.errors import AuthenticationError
+from phalanx_api.pages import docs, views
+from phalanx_api.pages.errors import install_error_pages
+from phalanx_api.pages.evidence import DISTANCE_NOTE
+from phalanx_api.pages.formatting import install_filters
+from phalanx_api.routes.params import MAX_ID, MAX_INT32
+from phalanx_api.routes.session import safe_next
+from phalanx_api.schemas import Note
+
+router = APIRouter(include_in_schema=False)
+
+#: Content-Security-Policy of every page: the app's own files only, no inline script.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "object-src 'none'"
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+}
+#: Seconds between two polls of a live run page.
+POLL_SECONDS = 3
+
+
+def page_user(request: Request, db: SessionDep, context: ContextDep) -> Principal:
+    """Return the operator of the browser's dashboard session.
+
+    Raises
+    ------
+    AuthenticationError
+        When there is no valid session (a browser is sent to ``/login``).
+    """
+    cookie = request.cookies.get(context.settings.session_cookie)
+    dashboard = context.signer.loads(cookie) if cookie else None
+    if dashboard is None:
+        raise AuthenticationError("log in to see the dashboard")
+    return authenticate_session(db, dashboard, method="GET", csrf_token=None)
+
+
+PageUserDep = Annotated[Principal, Depends(page_user)]
+Offset = Annotated[int, Query(ge=0, le=MAX_INT32)]
+
+
+def _render(
+    request: Request,
+    context: AppContext,
+    db: Session,
+    user: Principal,
+    template: str,
+    active: str,
+    **values: Any,
+) -> Response:
+    """Render a full page: the template, the navigation, who is logged in."""
+    page = {
+        "user": user,
+        "can_act": role_allows(user.role, Role.OPERATOR),
+        "active": active,
+        "open_events": views.open_event_count(db),
+        **values,
+    }
+    return context.templates.TemplateResponse(request, template, page, headers=PAGE_HEADERS)
+
+
+def _back(target: str | None, **params: object) -> str:
+    """Return ``target`` (a path on this site) with ``params`` added to its query."""
+    parts = urlsplit(safe_next(target))
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in params]
+    query += [(k, str(v)) for k, v in params.items() if v is not None]
+    return parts.path + (f"?{urlencode(query)}" if query else "")
+
+
+# ----------------------------------------------------------------- overview
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview_page(
+    request: Request, db: SessionDep, context: ContextDep, user: PageUserDep, offset: Offset = 0
+) -> Response:
+    """Show runs, clients by status and the size of the review queue."""
+    page = views.overview(db, offset=offset)
+    return _render(request, context, db, user, "overview.html", "overview", page=page)
+
+
+# ---------------------------------------------------------------------- runs
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_detail_page(
+    request: Request, run_id: UUID, db: SessionDep, context: ContextDep, user: PageUserDep
+) -> Response:
+    """Show a run: curves per round, flagged workers, the latest agreement graph."""
+    page = views.run_page(db, str(run_id))
+    return _render(
+        request,
+        context,
+        db,
+        user,
+        "run.html",
+        "overview",
+        page=page,
+        poll_seconds=POLL_SECONDS,
+        distance_note=DISTANCE_NOTE,
+    )
+
+
+@router.get("/runs/{run_id}/panels", response_class=HTMLResponse)
+def run_panels(
+    request: Request, run_id: UUID, db: SessionDep, context: ContextDep, user: PageUserDep
+) -> Response:
+    """Render the changing part of the run page, for the page to swap in while the run runs."""
+    page = views.run_page(db, str(run_id))
+    values = {
+        "page": page,
+        "user": user,
+        "can_act": role_allows(user.role, Role.OPERATOR),
+        "distance_note": DISTANCE_NOTE,
+    }
+    return context.templates.TemplateResponse(
+        request, "_run_panels.html", values, headers=PAGE_HEADERS
+    )
+
+
+@router.get("/runs/{run_id}/progress")
+def run_progress(run_id: UUID, db: SessionDep, _: PageUserDep) -> JSONResponse:
+    """Answer the run's status and last finished round; the run page polls it."""
+    return JSONResponse(views.run_progress(db, str(run_id)), headers={"Cache-Control": "no-store"})
+
+
+@router.post("/runs/{run_id}/cancel")
+def cancel_run_form(run_id: UUID, db: SessionDep, user: FormOperatorDep) -> RedirectResponse:
+    """Cancel the run (between rounds if it is running) and show it again."""
+    actions.cancel_run(db, str(run_id), actor=user)
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+# ------------------------------------------------------------------- clients
+
+
+@router.get("/clients", response_class=HTMLResponse)
+def clients_list_page(
+    request: Request,
+    db: SessionDep,
+    context: ContextDep,
+    user: PageUserDep,
+    status: ClientStatus | None = None,
+    offset: Offset = 0,
+    changed: UUID | None = None,
+) -> Response:
+    """Show clients with their status, last contact and events; buttons for operators."""
+    page = views.clients_page(db, status=status, offset=offset)
+    changed_row = next((r for r in page.rows if changed and r.client.id == str(changed)), None)
+    return _render(
+        request,
+        context,
+        db,
+        user,
+        "clients.html",
+        "clients",
+        page=page,
+        changed=changed_row,
+        statuses=list(ClientStatus),
+    )
+
+
+@router.post("/clients/{client_id}/{action}")
+def client_action_form(
+    client_id: UUID,
+    action: ClientAction,
+    db: SessionDep,
+    user: FormOperatorDep,
+    reason: Annotated[Note, Form()] = "",
+    back: Annotated[str | None, Form(max_length=2000)] = None,
+) -> RedirectResponse:
+    """Approve, suspend, ban or reinstate a client, then show the list again."""
+    actions.change_client_status(db, str(client_id), action, actor=user, reason=reason)
+    return RedirectResponse(_back(back or "/clients", changed=client_id), status_code=303)
+
+
+# -------------------------------------------------------------- review queue
+
+ReviewFilter = Literal["open", "confirmed", "dismissed", "all"]
+
+
+@router.get("/events", response_class=HTMLResponse)
+def review_queue_page(
+    request: Request,
+    db: SessionDep,
+    context: ContextDep,
+    settings: SettingsDep,
+    user: PageUserDep,
+    status: ReviewFilter = "open",
+    run_id: UUID | None = None,
+    client_id: UUID | None = None,
+    kind: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]+$")] = None,
+    before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    reviewed: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+) -> Response:
+    """Show detection events with their evidence in words; confirm or dismiss buttons."""
+    where = EventFilter(
+        run_id=str(run_id) if run_id else None,
+        client_id=str(client_id) if client_id else None,
+        kind=kind,
+        review_status=None if status == "all" else ReviewStatus(status),
+    )
+    queue = views.review_queue(db, where, before=before, reviewed_id=reviewed)
+    return _render(
+        request,
+        context,
+        db,
+        user,
+        "events.html",
+        "events",
+        queue=queue,
+        status=status,
+        statuses=["open", "confirmed", "dismissed", "all"],
+        ban_on_confirm=settings.ban_on_confirm,
+        distance_note=DISTANCE_NOTE,
+        back=_back(f"{request.url.path}?{request.url.query}", reviewed=None),
+        filters={
+            "run_id": str(run_id) if run_id else None,
+            "client_id": str(client_id) if client_id else None,
+            "kind": kind,
+        },
+    )
+
+
+@router.post("/events/{event_id}/review")
+def review_event_form(
+    event_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    decision: Annotated[Literal["confirm", "dismiss"], Form()],
+    db: SessionDep,
+    settings: SettingsDep,
+    user: FormOperatorDep,
+    note: Annotated[Note, Form()] = "",
+    back: Annotated[str | None, Form(max_length=2000)] = None,
+) -> RedirectResponse:
+    """Confirm or dismiss an event (confirming may ban its client), then show the queue."""
+    actions.review_event(
+        db, event_id, decision, note=note, actor=user, ban_on_confirm=settings.ban_on_confirm
+    )
+    return RedirectResponse(_back(back or "/events", reviewed=event_id), status_code=303)
+
+
+# ------------------------------------------------------------------ install
+
+
+def install(app: FastAPI) -> None:
+    """Add the dashboard to ``app``: its pages, ``/docs`` without a CDN, error pages.
+
+    Call after the API's routes and error handlers are in place.
+
+    Parameters
+    ----------
+    app : FastAPI
+        The app built by :func:`phalanx_api.main.create_app` (with ``docs_url=None``).
+    """
+    templates = app_context(app).templates
+    install_filters(templates.env)
+    app.include_router(router)
+    app.include_router(docs.router)
+    install_error_pages(app, templates)

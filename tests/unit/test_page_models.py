@@ -1,0 +1,242 @@
+"""What the dashboard draws, from real detection evidence: graph, explanations, charts.
+
+The evidence comes from :func:`phalanx.detection.detect` on real replicas, stored
+the way the coordinator stores it (``Evidence.to_dict``), so these tests break if
+the stored shape and the dashboard's reading of it drift apart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch import Tensor
+
+from phalanx.assignment import Assignment, bibd_assignment
+from phalanx.detection import Replica, Verdict, detect, payload_digest
+from phalanx_api.pages import charts
+from phalanx_api.pages.agreement import MAX_FULL, RoundEvent, agreement_graph
+from phalanx_api.pages.evidence import explain, headline, is_rejection
+from phalanx_api.pages.formatting import ago, duration, human_bytes, percent
+
+DIM = 16
+
+
+def honest_value(file: int) -> Tensor:
+    return torch.randn(DIM, generator=torch.Generator().manual_seed(1000 + file))
+
+
+def replica(worker: int, file: int, value: Tensor) -> Replica:
+    value = value.to(torch.float32)
+    return Replica(worker, file, value, payload_digest(value.numpy().tobytes()))
+
+
+def attacked(assignment: Assignment, liars: set[int], *, collude: bool = True) -> list[Replica]:
+    return [
+        replica(w, f, -honest_value(f) + (0 if collude else w) if w in liars else honest_value(f))
+        for f, workers in enumerate(assignment.files)
+        for w in workers
+    ]
+
+
+def stored_events(verdict: Verdict) -> list[RoundEvent]:
+    """The round's events as the coordinator stores them."""
+    return [
+        RoundEvent(worker=w, kind=e.kind, client_id=f"client-{w}", evidence=e.to_dict())
+        for w, e in sorted(verdict.evidence.items())
+    ]
+
+
+def edge_states(graph: object) -> dict[frozenset[int], str]:
+    return {frozenset((e.a, e.b)): e.state for e in graph.edges}  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- agreement graph
+
+
+def test_the_graph_joins_honest_workers_and_marks_the_flagged_ones() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {2, 5}))
+    assert verdict.flagged == {2, 5}
+    graph = agreement_graph(3, 7, 3, stored_events(verdict))
+
+    assert graph.drawing == "full" and graph.flagged == (2, 5)
+    assert {n.worker: n.state for n in graph.nodes} == {
+        w: "flagged" if w in (2, 5) else "trusted" for w in range(7)
+    }
+    assert {n.client_id for n in graph.nodes if n.state == "flagged"} == {"client-2", "client-5"}
+    states = edge_states(graph)
+    assert len(states) == 21  # every pair of the 7 workers that replied
+    honest = [w for w in range(7) if w not in (2, 5)]
+    assert all(states[frozenset(p)] == "agree" for p in itertools.combinations(honest, 2))
+    # Every pair of workers shares a file in STS(7): each honest-liar pair disagreed,
+    # and the colluders agreed with each other.
+    assert all(states[frozenset((h, a))] == "disagree" for h in honest for a in (2, 5))
+    assert states[frozenset((2, 5))] == "agree"
+    assert not graph.notes
+
+
+def test_nodes_lie_on_a_circle_inside_the_drawing() -> None:
+    assignment = bibd_assignment(7, 3)
+    graph = agreement_graph(1, 7, 3, stored_events(detect(assignment, attacked(assignment, {0}))))
+    centre = graph.size / 2
+    radii = {round(math.hypot(n.x - centre, n.y - centre), 6) for n in graph.nodes}
+    assert len(radii) == 1
+    assert all(0 < n.x < graph.size and 0 < n.y < graph.size for n in graph.nodes)
+
+
+def test_a_round_without_flags_is_drawn_fully_joined() -> None:
+    graph = agreement_graph(4, 5, 3, [])
+    assert [n.state for n in graph.nodes] == ["trusted"] * 5
+    assert set(edge_states(graph).values()) == {"agree"} and len(graph.edges) == 10
+    assert "Nobody was flagged" in graph.notes[0]
+
+
+def test_a_refused_reply_is_drawn_apart_without_edges() -> None:
+    events = [RoundEvent(3, "bad_signature", "c3", {"reason": "signature does not verify"})]
+    graph = agreement_graph(2, 5, 3, events)
+    assert {n.worker: n.state for n in graph.nodes}[3] == "rejected"
+    assert all(3 not in (e.a, e.b) for e in graph.edges)
+    assert graph.flagged == ()
+
+
+def test_tied_groups_leave_unflagged_pairs_unrecorded() -> None:
+    # Files are the pairs of 7 workers; 0 and 1 lie only to 2 and 3, 6 lies to everyone:
+    # {0, 1, 4, 5} and {2, 3, 4, 5} tie as largest agreeing groups.
+    assignment = Assignment(num_workers=7, files=tuple(itertools.combinations(range(7), 2)))
+    replicas = []
+    for f, (a, b) in enumerate(assignment.files):
+        for w, other in ((a, b), (b, a)):
+            lies = w == 6 or (w in (0, 1) and other in (2, 3))
+            value = -honest_value(f) + w if lies else honest_value(f)
+            replicas.append(replica(w, f, value))
+    verdict = detect(assignment, replicas)
+    assert verdict.rule == "majority" and verdict.flagged == {6}
+    graph = agreement_graph(1, 7, 2, stored_events(verdict))
+    states = edge_states(graph)
+    assert all(states[frozenset((6, w))] == "disagree" for w in range(6))
+    assert states[frozenset((0, 2))] == "unknown"  # they did disagree, but it was not stored
+    assert "tied" in graph.notes[0]
+
+
+def test_single_replicas_have_no_graph() -> None:
+    events = [RoundEvent(1, "outlier", None, {"score": 9.0, "threshold": 3.5})]
+    graph = agreement_graph(1, 10, 1, events)
+    assert graph.drawing == "none" and graph.nodes == () and graph.flagged == (1,)
+    assert "single worker" in graph.notes[0]
+
+
+def test_a_large_round_draws_only_the_disagreements() -> None:
+    workers = MAX_FULL + 20
+    liar = workers - 1
+    evidence = {"clique": list(range(liar)), "disagreed_with": [0, 1, 2], "num_max_cliques": 1}
+    graph = agreement_graph(9, workers, 3, [RoundEvent(liar, "outside_max_clique", None, evidence)])
+    assert graph.drawing == "disagreements"
+    assert sorted(n.worker for n in graph.nodes) == [0, 1, 2, liar]
+    assert {e.state for e in graph.edges} == {"disagree"} and len(graph.edges) == 3
+
+
+def test_malformed_evidence_is_skipped_not_fatal() -> None:
+    evidence = {"clique": "nope", "disagreed_with": [0, "x"]}
+    events = [RoundEvent(1, "outside_max_clique", None, evidence)]
+    graph = agreement_graph(1, 3, 3, events)
+    assert graph.flagged == (1,)
+    assert edge_states(graph)[frozenset((0, 1))] == "disagree"
+
+
+# ------------------------------------------------------------------- evidence
+
+
+def test_a_flag_is_explained_file_by_file() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {4}))
+    stored = verdict.evidence[4].to_dict()
+    words = explain("outside_max_clique", 4, stored)
+
+    assert words.summary == stored["summary"]
+    assert words.headline == "Disagreed with the largest group of agreeing workers"
+    assert not words.is_rejection and words.advice
+    assert dict(words.facts)["Disagreed with"] == "workers 0, 1, 2, 3, 5 and 6"
+    assert len(words.files) == 3  # worker 4 computes three files in STS(7)
+    for record in words.files:
+        subject = next(r for r in record.replicas if r.is_subject)
+        assert subject.worker == 4 and subject.group == 2  # the flagged worker's value
+        used = [r for r in record.replicas if r.accepted]
+        assert len(used) == 1 and used[0].group == 1  # the value the model used
+        others = [r for r in record.replicas if not r.is_subject]
+        assert all(r.agrees_with_subject is False and r.distance for r in others)
+        assert record.sentence.startswith(f"File {record.file}: worker 4's update differed")
+        assert f"taken from worker {used[0].worker} instead" in record.sentence
+
+
+def test_colluders_are_said_to_send_the_same_update() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {2, 5}))
+    words = explain("outside_max_clique", 2, verdict.evidence[2].to_dict())
+    shared = [f for f in words.files if {r.worker for r in f.replicas} >= {2, 5}]
+    assert len(shared) == 1
+    assert "worker 2 sent the same update as worker 5" in shared[0].sentence
+    assert {r.group for r in shared[0].replicas if r.worker in (2, 5)} == {2}
+
+
+def test_a_refused_reply_is_explained_by_its_reason() -> None:
+    words = explain("bad_signature", 3, {"reason": "signature does not verify", "round": 2})
+    assert words.is_rejection and words.files == ()
+    assert words.summary == "The coordinator refused worker 3's reply: signature does not verify."
+    assert headline("bad_signature") == "Reply signature did not verify"
+    assert is_rejection("stale_round") and not is_rejection("outlier")
+    assert headline("brand_new_kind") == "Brand new kind"
+
+
+# --------------------------------------------------------------------- charts
+
+
+def test_a_line_chart_places_rounds_left_to_right_and_values_bottom_to_top() -> None:
+    chart = charts.line_chart(
+        "accuracy", "Accuracy", [1, 2, 3], [("acc", "A", [0.2, None, 0.8])], fmt=percent, floor=0.0
+    )
+    (series,) = chart.series
+    assert [p.round for p in series.points] == [1, 3]  # a missing value is skipped
+    first, last = series.points
+    assert chart.left == first.x < last.x == chart.right
+    assert first.y > last.y  # higher values are drawn higher
+    assert chart.top <= last.y and first.y <= chart.bottom
+    assert chart.y_ticks[0].label == "0.0%"
+    assert [t.label for t in chart.x_ticks] == ["1", "2", "3"]
+
+
+def test_an_empty_chart_says_so() -> None:
+    chart = charts.line_chart("loss", "Loss", [], [("loss", "Loss", [])], fmt=str)
+    assert chart.empty and chart.num_points == 0
+    with pytest.raises(ValueError, match="2 values for 3 rounds"):
+        charts.line_chart("x", "X", [1, 2, 3], [("x", "X", [1.0, 2.0])], fmt=str)
+
+
+@pytest.mark.parametrize(("span", "step"), [(1.0, 0.2), (4.27e6, 1e6), (7.0, 2.0), (0.03, 0.01)])
+def test_ticks_fall_on_round_numbers(span: float, step: float) -> None:
+    assert charts.nice_step(span) == pytest.approx(step)
+
+
+def test_the_flag_matrix_has_a_row_per_flagged_worker_and_a_mark_per_round() -> None:
+    marks = [(1, 4, "outside_max_clique"), (2, 4, "outside_max_clique"), (2, 6, "bad_signature")]
+    matrix = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset({"bad_signature"}))
+    assert [(r.worker, r.count) for r in matrix.rows] == [(4, 2), (6, 1)]
+    assert [(c.round, c.worker, c.rejected) for c in matrix.cells] == [
+        (1, 4, False),
+        (2, 4, False),
+        (2, 6, True),
+    ]
+    few = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset(), max_rows=1)
+    assert [r.worker for r in few.rows] == [4] and few.hidden == 1
+
+
+# ----------------------------------------------------------------- formatting
+
+
+def test_numbers_are_written_for_people() -> None:
+    assert human_bytes(4_271_226) == "4.27 MB" and human_bytes(512) == "512 B"
+    assert percent(0.64345) == "64.3%" and percent(None) == "–"
+    assert duration(42.1) == "42.1 s" and duration(185) == "3 min 5 s"
+    assert ago(None) == "never"
