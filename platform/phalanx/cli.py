@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -61,6 +63,23 @@ def _execute(
         run_id = resume
         take_over(sessions, run_id, claimer)
     console.print(f"run [bold]{run_id}[/bold]: {config.name}, {config.rounds} rounds")
+    with _progress(config, output) as (_, on_round):
+        return run_recorded(
+            sessions,
+            run_id,
+            config,
+            claimer=claimer,
+            checkpoint_dir=get_settings().checkpoint_dir,
+            on_round=on_round,
+            ray_address=ray_address,
+        )
+
+
+@contextmanager
+def _progress(
+    config: RunConfig, output: Format
+) -> Iterator[tuple[Progress, Callable[[RoundReport], None]]]:
+    """Show a progress bar (round, accuracy, flagged workers) while rounds finish."""
     with Progress(
         TextColumn("round"),
         MofNCompleteColumn(),
@@ -80,15 +99,7 @@ def _execute(
                 status=f"accuracy {report.accuracy:.3f}  flagged {flagged}",
             )
 
-        return run_recorded(
-            sessions,
-            run_id,
-            config,
-            claimer=claimer,
-            checkpoint_dir=get_settings().checkpoint_dir,
-            on_round=on_round,
-            ray_address=ray_address,
-        )
+        yield progress, on_round
 
 
 def _print_summary(summary: RunSummary, output: Format) -> None:
@@ -151,11 +162,48 @@ def run(
 @app.command()
 def demo(
     output: Annotated[str, typer.Option("--format", help="table or json")] = "table",
+    serve: Annotated[
+        bool, typer.Option("--serve/--no-serve", help="Serve the dashboard (default).")
+    ] = True,
+    config: Annotated[
+        Path | None, typer.Option(help="Another run config, e.g. examples/quick-digits.toml.")
+    ] = None,
 ) -> None:
-    """K = 15 workers, STS(15) assignment, 3 ALIE adversaries, Fashion-MNIST CNN."""
+    """K = 15 workers, STS(15) assignment, 3 ALIE adversaries, Fashion-MNIST CNN.
+
+    By default the API and dashboard are served, the run is queued through the
+    API and coordinated by this process, and the dashboard stays up until
+    Ctrl-C; ``--no-serve`` runs the demo and exits, for scripts.
+    """
     fmt = _format(output)
-    config = _load_config(DEMO_CONFIG)
-    _print_summary(_execute(config, resume=None, output=fmt, ray_address=None), fmt)
+    run_config = _load_config(config or DEMO_CONFIG)
+    if not serve:
+        _print_summary(_execute(run_config, resume=None, output=fmt, ray_address=None), fmt)
+        return
+    from phalanx_api.demo import serve_demo
+    from phalanx_api.settings import get_api_settings
+
+    settings = get_api_settings()
+    with _progress(run_config, fmt) as (progress, on_round):
+
+        def until_interrupted(summary: RunSummary) -> None:
+            progress.stop()
+            _print_summary(summary, fmt)
+            url = f"http://{settings.api_host}:{settings.api_port}/"
+            console.print(f"The dashboard stays up at {url} until Ctrl-C.")
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                console.print("stopping")
+
+        serve_demo(
+            run_config,
+            settings,
+            say=console.print,
+            on_round=on_round,
+            keep_serving=until_interrupted,
+        )
 
 
 @app.command()

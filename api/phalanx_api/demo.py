@@ -1,0 +1,118 @@
+"""The served demo: the control plane, a coordinator, and a run queued through the API.
+
+``phalanx demo`` starts the API and dashboard in this process, creates an
+admin key, queues the demo run with ``POST /api/v1/runs`` like any operator
+would, claims and executes it as ``phalanx coordinator`` does, and keeps the
+dashboard up until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+import uvicorn
+
+from phalanx.config import RunConfig
+from phalanx.reports import RoundReport
+from phalanx.runs.recorder import claimer_name, register_simulated_clients
+from phalanx.runs.service import run_recorded
+from phalanx.runs.summary import RunSummary
+from phalanx.store import Role, keys, make_engine, migrate, runs, session_factory
+from phalanx_api.main import create_app
+from phalanx_api.settings import ApiSettings
+
+Say = Callable[[str], None]
+
+
+class DemoServer:
+    """The API and dashboard, served from a background thread."""
+
+    def __init__(self, settings: ApiSettings, host: str, port: int) -> None:
+        config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="phalanx-api", daemon=True)
+        self.url = f"http://{host}:{port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start serving; raise ``RuntimeError`` if the server does not come up."""
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the API did not start on {self.url}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread."""
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def queue_through_api(url: str, secret: str, config: RunConfig) -> str:
+    """Queue a run with ``POST /api/v1/runs`` and return its id."""
+    response = httpx.post(
+        f"{url}/api/v1/runs",
+        json=config.model_dump(mode="json"),
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return str(response.json()["id"])
+
+
+def serve_demo(
+    config: RunConfig,
+    settings: ApiSettings,
+    *,
+    say: Say,
+    on_round: Callable[[RoundReport], None] | None = None,
+    keep_serving: Callable[[RunSummary], None] | None = None,
+) -> RunSummary:
+    """Serve the dashboard, run ``config`` queued through the API, keep serving.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run to queue.
+    settings : ApiSettings
+        Database, data directory, host and port.
+    say : callable
+        Prints a line for the person at the terminal.
+    on_round : callable, optional
+        Called after every recorded round (a progress bar).
+    keep_serving : callable, optional
+        Receives the run's summary and blocks while the dashboard should stay
+        up (until Ctrl-C).
+    """
+    url = settings.resolved_database_url
+    migrate.upgrade(url)
+    sessions = session_factory(make_engine(url))
+    with sessions.begin() as session:
+        secret = keys.create_key(session, name="demo-admin", role=Role.ADMIN).secret
+    server = DemoServer(settings, settings.api_host, settings.api_port)
+    server.start()
+    try:
+        run_id = queue_through_api(server.url, secret, config)
+        say(f"Dashboard: {server.url}/  (log in with the admin key {secret})")
+        say(f"Run {run_id} queued through the API; this process coordinates it.")
+        claimer = claimer_name()
+        with sessions.begin() as session:
+            claimed = runs.start_run(session, run_id, claimer)
+            assert claimed.id == run_id
+        register_simulated_clients(sessions, run_id, config)
+        summary = run_recorded(
+            sessions,
+            run_id,
+            config,
+            claimer=claimer,
+            checkpoint_dir=settings.checkpoint_dir,
+            on_round=on_round,
+        )
+        if keep_serving is not None:
+            keep_serving(summary)
+        return summary
+    finally:
+        server.stop()
