@@ -596,10 +596,12 @@ def krum(updates: Tensor, *, f: int) -> Tensor:
     Returns
     -------
     Tensor
-        Shape ``(d,)``, a copy of the selected row.
+        Shape ``(d,)``: the selected row itself, a view into ``updates`` (no
+        copy, as the other rules' peers return it); clone it to keep it
+        without keeping the whole stack alive.
     """
     best = krum_selection(updates, f=f, m=1)
-    return updates[int(best[0])].clone()
+    return updates[int(best[0])]
 
 
 def multi_krum(updates: Tensor, *, f: int, m: int | None = None) -> Tensor:
