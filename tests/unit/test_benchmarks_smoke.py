@@ -1,0 +1,160 @@
+"""The pure helpers of benchmarks/eval_robustness.py and benchmarks/bench_round.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from phalanx.reports import RoundReport
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+robustness = _load("eval_robustness")
+bench_round = _load("bench_round")
+
+SETTINGS = robustness.Settings(
+    rounds=12, model="mlp", eval_samples=1000, optimizer="adam", server_lr=0.005
+)
+
+
+def _defence(scheme: str) -> Any:
+    return next(d for d in robustness.DEFENCES if d.scheme == scheme)
+
+
+def _report(round: int, flagged: tuple[int, ...], dropped: tuple[int, ...]) -> RoundReport:
+    now = datetime.now(UTC)
+    return RoundReport(
+        round=round,
+        started_at=now,
+        finished_at=now,
+        loss=0.0,
+        accuracy=0.0,
+        flagged=flagged,
+        rejected=(),
+        dropped_files=dropped,
+        events=(),
+        bytes_up=0,
+        bytes_down=0,
+        timings={},
+        assignment={},
+        model_digest="",
+    )
+
+
+@pytest.mark.parametrize("rule", ["median", "multi_krum"])
+def test_largest_valid_f_is_the_largest_f_the_rule_accepts(rule: str) -> None:
+    def accepts(n: int, f: int) -> bool:
+        return n >= 2 * f + 3 if rule == "multi_krum" else n > 2 * f
+
+    for n in range(3, 20):
+        f = robustness.largest_valid_f(rule, n)
+        assert accepts(n, f) and not accepts(n, f + 1)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "q", "strategy"),
+    [("groups", 5, "only_majorities"), ("subsets", 5, "fixed_disagreement")],
+)
+def test_strongest_strategy_is_the_worse_one_for_the_defence(
+    scheme: str, q: int, strategy: str
+) -> None:
+    assert robustness.strongest_strategy(_defence(scheme), q, seed=0) == strategy
+
+
+def test_distorted_fraction_counts_files_where_distorted_replicas_outnumber_honest_ones() -> None:
+    # DETOX under the strong attack with q = 3: one of the five groups holds two adversaries.
+    case = robustness.Case(_defence("groups"), "alie", "strong", 3, "only_majorities", 0)
+    config = case.config(SETTINGS)
+    fraction, consistent = robustness.round_distortion(config, _report(1, (), ()))
+    assert (fraction, consistent) == (0.2, True)
+
+
+def test_distorted_fraction_predicts_a_tie_as_a_dropped_file() -> None:
+    case = robustness.Case(_defence("groups"), "alie", "strong", 3, "only_majorities", 0)
+    config = case.config(SETTINGS)
+    report = _report(1, (), ())
+    assignment = robustness.round_assignment(config, 1)
+    adversaries = robustness.adversaries(config)
+    file = next(f for f, ws in enumerate(assignment.files) if len(set(ws) & adversaries) == 2)
+    one_adversary = min(set(assignment.files[file]) & adversaries)
+    honest = next(w for w in assignment.files[file] if w not in adversaries)
+    # One adversary and the honest worker flagged: the other adversary decides alone.
+    flagged = _report(1, tuple(sorted({one_adversary, honest})), ())
+    assert robustness.round_distortion(config, flagged) == (0.2, True)
+    # Only one adversary flagged: one distorted and one honest replica tie, the file drops.
+    tie = _report(1, (one_adversary,), (file,))
+    assert robustness.round_distortion(config, tie) == (0.0, True)
+    assert robustness.round_distortion(config, report)[1]
+
+
+def _row(**changes: object) -> Any:
+    base = {
+        "scheme": "subsets",
+        "aggregator": "median",
+        "attack": "alie",
+        "mode": "weak",
+        "q": 3,
+        "final_accuracy": 0.80,
+        "precision": 1.0,
+        "recall": 1.0,
+        "distorted_fraction": 0.0,
+        "transport": robustness.IN_PROCESS,
+        "defence": "subsets (Aspis)",
+        "strategy": "all",
+        "f": 0,
+        "samples_per_file": 4,
+        "rounds": 12,
+        "adversaries": [1, 2, 3],
+        "flagged": [1, 2, 3],
+        "flagged_by_round": [[1, 2, 3]],
+        "drops_consistent": True,
+        "model_digest": "abc",
+        "seconds": 1.0,
+    }
+    return robustness.Row(**{**base, **changes})
+
+
+def test_goals_say_when_the_weak_attack_costs_more_than_a_point() -> None:
+    clean = _row(attack="none", mode="none", q=0, final_accuracy=0.82, strategy="-")
+    rows = [clean, _row(final_accuracy=0.805), _row(q=5, final_accuracy=0.79)]
+    goals = {g.text.split(":")[1].strip(): g for g in robustness.goals(rows)}
+    assert goals["every adversary flagged and no honest worker flagged"].met
+    accuracy = next(g for text, g in goals.items() if text.startswith("final accuracy"))
+    assert not accuracy.met and "3.00 points" in accuracy.detail
+
+
+def test_agreement_needs_the_same_flags_and_the_same_model() -> None:
+    local = _row()
+    same = robustness.Agreement(local, dataclasses.replace(local, transport=robustness.FLOWER))
+    assert same.agree
+    other = dataclasses.replace(local, transport=robustness.FLOWER, flagged_by_round=[[1, 2]])
+    assert not robustness.Agreement(local, other).agree
+
+
+def test_markdown_lists_every_row_and_marks_failures() -> None:
+    failed = _row(final_accuracy=None, precision=None, recall=None, error="round 1: boom")
+    text = robustness.markdown([_row(), failed], ["settings"])
+    assert text.count("| subsets (Aspis) | median (f = 0)") == 2
+    assert "[1] round 1: boom" in text
+
+
+def test_round_timing_leaves_out_the_first_and_the_last_round() -> None:
+    rounds, evals = bench_round.timed([10.0, 12.0, 15.0, 19.0, 30.0], [1, 2, 3, 4, 9])
+    assert rounds == [2.0, 3.0, 4.0] and evals == [2, 3, 4]
