@@ -1,0 +1,971 @@
+"""Uplink bytes against accuracy: Phalanx's predictive coding beside standard compressors.
+
+Fashion-MNIST, the small CNN (421,642 parameters), K = 15 workers, no attack
+(q = 0, so accuracy differences come from compression alone), the mean rule,
+Adam on the server. Two assignments: r = 1 (scheme ``none``, 15 files a round)
+and r = 3 (scheme ``bibd``, the Steiner triple system STS(15): 35 files, each
+computed by 3 workers, 7 files per worker). Every method of one r runs from the
+same seed, the same rounds' samples and the same initial model.
+
+Methods (uplink; the downlink is what the channel sends, counted as it is):
+
+- ``fp32``: raw float32 updates (the platform's ``PlainChannel``).
+- ``zstd``: zstd level 3 on the float32 bytes, lossless (the final model must
+  equal fp32's bit for bit).
+- ``qsgd``: s levels per bucket of 512, stochastic rounding seeded from (run
+  seed, round, file), the signed levels ANS-coded with their frequency table.
+- ``top-k + EF``: the 0.5 % largest magnitudes with error feedback, r = 1 only:
+  a worker's error memory is private, so with replicas honest workers would
+  send different bytes for the same file and detection would flag them.
+- ``signsgd``: one bit per coordinate plus one float32 scale per layer.
+- ``predictive coding``: the platform's codec (``CodecChannel`` and
+  ``ModelReplica`` through ``config.codec``) at several rate weights lambda; its
+  downlink is the compressed global delta.
+
+Baselines plug into the same coordinator and workers (``compression_baselines``:
+a ``BaselineReplica`` encodes, a ``BaselineChannel`` decodes). Runs go through
+the in-process transport (``phalanx_clients.inprocess``, a test double of
+Flower's runtime: the same coordinator, workers and training code in one
+process); one predictive-coding case also runs through Flower's simulation
+engine, and its bytes and model digests are compared round by round with the
+in-process run of the same config.
+
+Bytes: ``uplink_bytes`` is the sum over rounds of the round reports'
+``bytes_up`` (payloads, their SHA-256 digests and the ECDSA signatures);
+``bits_per_param`` counts payload bytes only (8 x payload bytes / (payloads x
+parameters)). ``reduction_vs_fp32`` is ``1 - uplink_bytes / fp32's`` at the same r.
+
+Writes ``benchmarks/results/compression.json``, ``compression.md`` and
+``compression_r1.png`` / ``compression_r3.png``.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: E402
+from dataclasses import asdict, dataclass, field, replace  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Literal  # noqa: E402
+
+import torch  # noqa: E402
+from compression_baselines import (  # noqa: E402
+    QSGD,
+    BaselineChannel,
+    BaselineReplica,
+    Compressor,
+    ScaledSign,
+    TopK,
+    Zstd,
+    layer_sizes,
+)
+from torch import Tensor  # noqa: E402
+
+from phalanx.channel import CodecChannel, Downlink, codec_config  # noqa: E402
+from phalanx.codec import LayerSpec  # noqa: E402
+from phalanx.config import RunConfig  # noqa: E402
+from phalanx.coordinator import Exchange  # noqa: E402
+from phalanx.data import ImageDataset, load_dataset  # noqa: E402
+from phalanx.nets import build_model, layer_shapes, model_digest, num_params  # noqa: E402
+from phalanx.replies import Task  # noqa: E402
+from phalanx.reports import RoundReport  # noqa: E402
+from phalanx.roster import simulated_roster  # noqa: E402
+from phalanx.runs import build_coordinator, execute_run  # noqa: E402
+from phalanx_clients.inprocess import InProcessTransport  # noqa: E402
+from phalanx_clients.worker import Worker, compute_file_updates  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+K = 15
+SEED = 2026
+IN_PROCESS = "in-process (test double of Flower's runtime)"
+FLOWER = "flower-simulation"
+GOAL_REDUCTION = 0.99
+GOAL_ACCURACY_DROP = 0.01
+LATE_WINDOW = 5
+Kind = Literal["fp32", "zstd", "qsgd", "top-k + EF", "signsgd", "predictive coding"]
+
+
+# --------------------------------------------------------------------------- the grid
+
+
+@dataclass(frozen=True)
+class Method:
+    """A compressor and its settings."""
+
+    kind: Kind
+    params: tuple[tuple[str, float | int | bool], ...] = ()
+    r_one_only: bool = False
+
+    @property
+    def label(self) -> str:
+        """Short name with the settings, for tables and logs."""
+        settings = ", ".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.kind} ({settings})" if settings else self.kind
+
+    @property
+    def key(self) -> str:
+        """File-name-safe identifier."""
+        settings = "-".join(f"{k}{v}" for k, v in self.params)
+        return "".join(c if c.isalnum() else "-" for c in f"{self.kind}-{settings}".lower())
+
+    def setting(self, name: str) -> float | int | bool:
+        """One of ``params``."""
+        return dict(self.params)[name]
+
+    def compressor(self, layers: LayerSpec) -> Compressor | None:
+        """The baseline compressor, or ``None`` for the platform's own channels."""
+        sizes = layer_sizes(layers)
+        dim = sum(sizes)
+        if self.kind == "zstd":
+            return Zstd(dim, level=int(self.setting("level")))
+        if self.kind == "qsgd":
+            return QSGD(dim, levels=int(self.setting("s")), bucket=int(self.setting("bucket")))
+        if self.kind == "top-k + EF":
+            return TopK(dim, fraction=float(self.setting("fraction")))
+        if self.kind == "signsgd":
+            return ScaledSign(sizes)
+        return None
+
+    @property
+    def error_feedback(self) -> bool:
+        """Whether the worker carries its compression error (r = 1 only)."""
+        return self.kind == "top-k + EF" or bool(dict(self.params).get("error_feedback", False))
+
+
+def predictive(
+    rd_lambda: float, *, error_feedback: bool = False, downlink_lambda: float | None = None
+) -> Method:
+    """The platform's codec at ``rd_lambda``.
+
+    ``downlink_lambda`` gives the coordinator's broadcast its own rate weight
+    (a diagnostic the run config cannot express: ``codec.rd_lambda`` sets both
+    directions); workers still encode their uplink at ``rd_lambda``.
+    """
+    params: tuple[tuple[str, float | int | bool], ...] = (("lambda", rd_lambda),)
+    if downlink_lambda is not None:
+        params += (("downlink_lambda", downlink_lambda),)
+    if error_feedback:
+        params += (("error_feedback", True),)
+    return Method("predictive coding", params, r_one_only=error_feedback)
+
+
+FP32 = Method("fp32")
+ZSTD = Method("zstd", (("level", 3),))
+LAMBDAS = (0.03, 0.1, 0.3, 1.0)
+DOWNLINK_LAMBDA = 0.03
+METHODS = (
+    FP32,
+    ZSTD,
+    Method("qsgd", (("s", 4), ("bucket", 512))),
+    Method("qsgd", (("s", 16), ("bucket", 512))),
+    Method("top-k + EF", (("fraction", 0.005),), r_one_only=True),
+    Method("signsgd"),
+    *(predictive(lam) for lam in LAMBDAS),
+    predictive(0.3, error_feedback=True),
+    *(predictive(lam, downlink_lambda=DOWNLINK_LAMBDA) for lam in (0.3, 1.0)),
+)
+QUICK_METHODS = (
+    FP32,
+    Method("qsgd", (("s", 16), ("bucket", 512))),
+    Method("top-k + EF", (("fraction", 0.005),), r_one_only=True),
+    predictive(0.1),
+    predictive(0.3),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every run of one invocation shares."""
+
+    rounds: int
+    flower_rounds: int
+    eval_samples: int
+    samples_per_file: dict[int, int]
+    optimizer: Literal["sgd", "adam", "amsgrad"] = "adam"
+    server_lr: float = 0.002
+    seed: int = SEED
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run: a method at one replication, on one transport."""
+
+    method: Method
+    r: int
+    transport: str = IN_PROCESS
+    rounds: int | None = None
+
+    @property
+    def run_id(self) -> str:
+        """Run id (it also derives the simulated workers' keys)."""
+        return f"compression-r{self.r}-{self.method.key}"
+
+    def config(self, settings: Settings) -> RunConfig:
+        """The run configuration of this case."""
+        codec: dict[str, Any] = {"enabled": False}
+        if self.method.kind == "predictive coding":
+            codec = {
+                "enabled": True,
+                "rd_lambda": self.method.setting("lambda"),
+                "error_feedback": self.method.error_feedback,
+            }
+        return RunConfig.model_validate(
+            {
+                "name": self.run_id,
+                "seed": settings.seed,
+                "rounds": self.rounds or settings.rounds,
+                "data": {
+                    "dataset": "fashion-mnist",
+                    "model": "cnn",
+                    "samples_per_file": settings.samples_per_file[self.r],
+                    "eval_samples": settings.eval_samples,
+                },
+                "assignment": {
+                    "scheme": "none" if self.r == 1 else "bibd",
+                    "num_workers": K,
+                    "r": self.r,
+                },
+                "aggregation": {"rule": "mean", "f": 0},
+                "training": {"optimizer": settings.optimizer, "server_lr": settings.server_lr},
+                "codec": codec,
+            }
+        )
+
+
+def grid(methods: Sequence[Method], rs: Sequence[int]) -> list[Case]:
+    """Every method at every r it supports."""
+    return [Case(m, r) for r in rs for m in methods if r == 1 or not m.r_one_only]
+
+
+# --------------------------------------------------------------------------- running a case
+
+
+class ReportSink:
+    """Keeps the rounds in memory (no database needed)."""
+
+    def __init__(self) -> None:
+        self.reports: list[RoundReport] = []
+
+    def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+        """Keep the report; the checkpoint is not needed."""
+        self.reports.append(report)
+
+
+class SharedUpdates:
+    """Honest file updates of the current round, computed once for every replica.
+
+    An honest update is a pure function of (model, round, file), so the r
+    workers of a file would compute the same bits r times; in one process one
+    computation serves them all. Each worker still encodes its own payload, and
+    the Flower row, which takes no shortcut, must reach the same model digests.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[int, str] | None = None
+        self._updates: dict[int, Tensor] = {}
+
+    def updates(
+        self, config: RunConfig, train_set: ImageDataset, task: Task, params: Tensor
+    ) -> dict[int, Tensor]:
+        """The honest updates of the task's files."""
+        key = (task.round, model_digest(params))
+        if key != self._key:
+            self._key, self._updates = key, {}
+        missing = tuple(f for f in task.files if f not in self._updates)
+        if missing:
+            self._updates.update(
+                compute_file_updates(config, train_set, task.round, missing, params)
+            )
+        return {f: self._updates[f] for f in task.files}
+
+
+@dataclass
+class SharingWorker(Worker):
+    """A worker whose honest updates come from the round's shared computation."""
+
+    shared: SharedUpdates = field(default_factory=SharedUpdates)
+
+    def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
+        """Same bits as :meth:`Worker.honest_updates`, computed once per file."""
+        return self.shared.updates(self.config, self.train_set, task, params)
+
+
+class MeteredTransport:
+    """Wraps a transport and counts the payload bytes and payloads of every reply."""
+
+    def __init__(self, inner: InProcessTransport) -> None:
+        self.inner = inner
+        self.payload_bytes = 0
+        self.payloads = 0
+
+    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
+        """Exchange through the wrapped transport, counting what comes back."""
+        exchange = self.inner.exchange(tasks, downlink)
+        for reply in exchange.replies:
+            self.payload_bytes += sum(len(p) for p in reply.payloads)
+            self.payloads += len(reply.payloads)
+        return exchange
+
+
+@functools.lru_cache(maxsize=1)
+def _train_set() -> ImageDataset:
+    return load_dataset("fashion-mnist", "train")
+
+
+def in_process_transport(config: RunConfig, run_id: str, method: Method) -> MeteredTransport:
+    """Honest workers sharing each round's updates, with the method's uplink encoder."""
+    shared = SharedUpdates()
+    workers: dict[int, Worker] = {}
+    for ident in simulated_roster(run_id, config.assignment.num_workers):
+        worker = SharingWorker(
+            config=config,
+            train_set=_train_set(),
+            client_id=ident.client_id,
+            private_key=ident.private_key,
+            shared=shared,
+        )
+        compressor = method.compressor(worker.replica.layers)
+        if compressor is not None:
+            if method.error_feedback and config.assignment.r > 1:
+                raise ValueError(f"{method.label} carries error feedback: it needs r = 1")
+            worker.replica = BaselineReplica(
+                compressor, worker.replica.layers, config.seed, error_feedback=method.error_feedback
+            )
+        workers[ident.worker] = worker
+    return MeteredTransport(InProcessTransport(workers))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of compression.json (the first nine keys are the documented ones).
+
+    A run that failed has ``None`` metrics and its error in ``error``.
+    """
+
+    method: str
+    params: dict[str, float | int | bool]
+    final_accuracy: float | None
+    uplink_bytes: int
+    downlink_bytes: int
+    reduction_vs_fp32: float | None
+    bits_per_param: float | None
+    r: int
+    rounds: int
+    label: str
+    scheme: str
+    transport: str
+    samples_per_file: int
+    parameters: int
+    payloads: int | None
+    payload_bytes: int | None
+    uplink_bytes_per_worker_round: float
+    downlink_bytes_per_worker_round: float
+    accuracy_drop_vs_fp32: float | None
+    late_subset_accuracy: float | None
+    accuracy_by_round: list[float]
+    uplink_by_round: list[int]
+    downlink_by_round: list[int]
+    digest_by_round: list[str]
+    flagged: int
+    rejected: int
+    dropped_files: int
+    seconds: float
+    error: str | None = None
+    note: str | None = None
+
+
+def late_accuracy(by_round: Sequence[float], window: int = LATE_WINDOW) -> float | None:
+    """Mean accuracy of the ``window`` rounds before the last (read on the evaluation subset).
+
+    The last round is read on the whole test set, so it is left out; the mean
+    shows how much of a difference in final accuracy is round-to-round noise.
+    """
+    before = list(by_round[-window - 1 : -1])
+    return sum(before) / len(before) if len(before) == window else None
+
+
+def run_case(case: Case, settings: Settings) -> Row:
+    """Run one case end to end; a failure becomes a row too."""
+    torch.set_num_threads(1)  # as the ClientApp does: one thread, so replicas agree bit for bit
+    config = case.config(settings)
+    sink = ReportSink()
+    metered: MeteredTransport | None = None
+    started = time.perf_counter()
+    error = None
+    try:
+        if case.transport == FLOWER:
+            execute_run(config, run_id=case.run_id, sink=sink)
+        else:
+            metered = in_process_transport(config, case.run_id, case.method)
+            coordinator = build_coordinator(config, case.run_id, metered, sink)
+            compressor = case.method.compressor(layer_shapes(coordinator.model))
+            if compressor is not None:
+                coordinator.channel = BaselineChannel(coordinator.params, compressor)
+                coordinator.decode = coordinator.channel.decoder
+            downlink_lambda = dict(case.method.params).get("downlink_lambda")
+            if downlink_lambda is not None:
+                broadcast = config.codec.model_copy(update={"rd_lambda": downlink_lambda})
+                coordinator.channel = CodecChannel(
+                    layer_shapes(coordinator.model),
+                    coordinator.params,
+                    codec_config(broadcast),
+                    config.seed,
+                )
+                coordinator.decode = coordinator.channel.decoder
+            coordinator.run()
+    except Exception as exc:  # the grid goes on; the row says what failed
+        error = f"round {len(sink.reports) + 1}: {type(exc).__name__}: {exc}"
+    reports = sink.reports
+    uplink = [r.bytes_up for r in reports]
+    downlink = [r.bytes_down for r in reports]
+    worker_rounds = max(1, K * len(reports))
+    parameters = _parameters()
+    payloads = metered.payloads if metered else None
+    payload_bytes = metered.payload_bytes if metered else None
+    return Row(
+        method=case.method.kind,
+        params=dict(case.method.params),
+        final_accuracy=reports[-1].accuracy if reports and error is None else None,
+        uplink_bytes=sum(uplink),
+        downlink_bytes=sum(downlink),
+        reduction_vs_fp32=None,
+        bits_per_param=(
+            8 * payload_bytes / (payloads * parameters)
+            if payloads and payload_bytes is not None
+            else None
+        ),
+        r=case.r,
+        rounds=len(reports),
+        label=case.method.label,
+        scheme=config.assignment.scheme,
+        transport=case.transport,
+        samples_per_file=config.data.samples_per_file,
+        parameters=parameters,
+        payloads=payloads,
+        payload_bytes=payload_bytes,
+        uplink_bytes_per_worker_round=sum(uplink) / worker_rounds,
+        downlink_bytes_per_worker_round=sum(downlink) / worker_rounds,
+        accuracy_drop_vs_fp32=None,
+        late_subset_accuracy=late_accuracy([r.accuracy for r in reports]),
+        accuracy_by_round=[r.accuracy for r in reports],
+        uplink_by_round=uplink,
+        downlink_by_round=downlink,
+        digest_by_round=[r.model_digest for r in reports],
+        flagged=sum(len(r.flagged) for r in reports),
+        rejected=sum(len(r.rejected) for r in reports),
+        dropped_files=sum(len(r.dropped_files) for r in reports),
+        seconds=round(time.perf_counter() - started, 1),
+        error=error,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _parameters() -> int:
+    return num_params(build_model("cnn", in_channels=1, image_size=28, num_classes=10))
+
+
+def _run_in_process(job: tuple[Case, Settings]) -> Row:
+    return run_case(*job)
+
+
+def _cost(case: Case) -> int:
+    """Rough work of a case: payloads encoded per round."""
+    return (35 * 3 if case.r == 3 else K) * (3 if case.method.kind == "predictive coding" else 1)
+
+
+def run_grid(
+    cases: Sequence[Case], settings: Settings, jobs: int, log: Callable[[Row], None]
+) -> list[Row]:
+    """Run every case on the in-process transport, ``jobs`` processes at a time."""
+    if jobs <= 1:
+        rows = []
+        for case in cases:
+            rows.append(run_case(case, settings))
+            log(rows[-1])
+        return rows
+    done: dict[Case, Row] = {}
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {
+            pool.submit(_run_in_process, (case, settings)): case
+            for case in sorted(cases, key=_cost, reverse=True)
+        }
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
+            log(done[futures[future]])
+    return [done[case] for case in cases]
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def _reference(rows: Sequence[Row], r: int) -> Row | None:
+    return next(
+        (
+            x
+            for x in rows
+            if x.method == "fp32" and x.r == r and x.transport == IN_PROCESS and x.error is None
+        ),
+        None,
+    )
+
+
+def with_references(rows: Sequence[Row], full_rounds: int) -> list[Row]:
+    """Fill ``reduction_vs_fp32`` and ``accuracy_drop_vs_fp32`` against fp32 at the same r.
+
+    A shorter run (the Flower comparison) is compared with fp32's first rounds;
+    its accuracy, read on the evaluation subset, is not compared.
+    """
+    out = []
+    for row in rows:
+        ref = _reference(rows, row.r)
+        if ref is None or row.error is not None or not row.rounds:
+            out.append(row)
+            continue
+        fp32_up = sum(ref.uplink_by_round[: row.rounds])
+        drop = None
+        if row.rounds == full_rounds and row.final_accuracy is not None:
+            assert ref.final_accuracy is not None
+            drop = ref.final_accuracy - row.final_accuracy
+        out.append(
+            replace(
+                row, reduction_vs_fp32=1 - row.uplink_bytes / fp32_up, accuracy_drop_vs_fp32=drop
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Goal:
+    """The issue's goal at one r: >= 99 % less uplink than fp32, <= 1 point less accuracy."""
+
+    r: int
+    met: bool
+    detail: str
+
+
+def goals(rows: Sequence[Row], full_rounds: int) -> list[Goal]:
+    """Check the goal on the predictive-coding rows of each r."""
+    out = []
+    for r in sorted({x.r for x in rows}):
+        coded = [
+            x
+            for x in rows
+            if x.r == r
+            and x.method == "predictive coding"
+            and x.transport == IN_PROCESS
+            and x.rounds == full_rounds
+            and x.reduction_vs_fp32 is not None
+            and x.accuracy_drop_vs_fp32 is not None
+        ]
+        if not coded:
+            continue
+        passing = [
+            x
+            for x in coded
+            if x.reduction_vs_fp32 is not None
+            and x.reduction_vs_fp32 >= GOAL_REDUCTION
+            and x.accuracy_drop_vs_fp32 is not None
+            and x.accuracy_drop_vs_fp32 <= GOAL_ACCURACY_DROP
+        ]
+        parts = [
+            f"{x.label}: {100 * (x.reduction_vs_fp32 or 0):.2f} % less uplink, final accuracy "
+            f"{_points(x.accuracy_drop_vs_fp32)} points against fp32"
+            for x in coded
+        ]
+        where = ", ".join(x.label for x in passing) if passing else "no lambda"
+        out.append(Goal(r, bool(passing), f"met by {where}. " + "; ".join(parts)))
+    return out
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.2f}"
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def _points(drop: float | None) -> str:
+    """Accuracy minus fp32's, in points, signed (a drop is negative)."""
+    return "—" if drop is None else f"{-100 * drop + 0.0:+.2f}"
+
+
+def _pct(x: float | None, digits: int = 2) -> str:
+    return "—" if x is None else f"{100 * x:.{digits}f}"
+
+
+def _table(rows: Sequence[Row]) -> list[str]:
+    lines = [
+        f"| method | final accuracy % | vs fp32 (points) | rounds {LATE_WINDOW} before the last, "
+        "mean accuracy % | uplink MB | uplink KB / worker-round | reduction vs fp32 % "
+        "| bits / param | downlink MB | flagged | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for x in rows:
+        drop = _points(x.accuracy_drop_vs_fp32)
+        bits = _num(x.bits_per_param)
+        accuracy = "failed" if x.final_accuracy is None else _pct(x.final_accuracy)
+        lines.append(
+            f"| {x.label} | {accuracy} | {drop} | {_pct(x.late_subset_accuracy)} | "
+            f"{_mb(x.uplink_bytes)} | "
+            f"{x.uplink_bytes_per_worker_round / 1e3:,.1f} | {_pct(x.reduction_vs_fp32)} | "
+            f"{bits} | {_mb(x.downlink_bytes)} | {x.flagged} | {x.seconds:.0f} |"
+        )
+    return lines
+
+
+def _broadcast_section(rows: Sequence[Row], full_rounds: int) -> list[str]:
+    """How large the coordinator's compressed broadcast is, per predictive-coding run."""
+    coded = [
+        x
+        for x in rows
+        if x.method == "predictive coding"
+        and x.transport == IN_PROCESS
+        and x.rounds == full_rounds
+        and x.error is None
+    ]
+    if not coded:
+        return []
+    lines = [
+        "## The predictive-coding downlink",
+        "",
+        "Round 1 sends the full weights; afterwards each task carries the compressed global "
+        "delta. Bytes per task (K tasks a round), median over rounds 2 to the last:",
+        "",
+        "| method | r | broadcast bytes per task | bits / param | final accuracy % |",
+        "|---|---|---|---|---|",
+    ]
+    for x in coded:
+        per_task = statistics.median(d / K for d in x.downlink_by_round[1:])
+        lines.append(
+            f"| {x.label} | {x.r} | {per_task:,.0f} | {8 * per_task / x.parameters:.4f} | "
+            f"{_pct(x.final_accuracy)} |"
+        )
+    starved = [x for x in coded if statistics.median(x.downlink_by_round[1:]) / K < 1000]
+    if starved:
+        lines += [
+            "",
+            f"{', '.join(f'{x.label} at r = {x.r}' for x in starved)}: a broadcast under a "
+            "kilobyte carries next to nothing (the rate-distortion search found sending almost "
+            "all zeros cheapest), so the global model barely moves and accuracy stalls; the "
+            "workers' gradients then stay large and unpredictable, which is why such a run can "
+            "spend more uplink bits than one at a lower lambda.",
+        ]
+    return [*lines, ""]
+
+
+def _flower_section(rows: Sequence[Row], settings: Settings) -> list[str]:
+    flower = next((x for x in rows if x.transport == FLOWER), None)
+    if flower is None:
+        return []
+    twin = next(
+        (
+            x
+            for x in rows
+            if x.transport == IN_PROCESS
+            and x.label == flower.label
+            and x.r == flower.r
+            and x.rounds == len(flower.uplink_by_round)
+            and x is not flower
+        ),
+        None,
+    )
+    lines = [
+        f"## Flower's simulation engine against the in-process test double ({flower.label}, "
+        f"r = {flower.r}, {flower.rounds} rounds)",
+        "",
+    ]
+    if flower.error is not None:
+        return [*lines, f"The Flower run failed: {flower.error}", ""]
+    if twin is None:
+        return [*lines, "No in-process run of the same config to compare with.", ""]
+    lines += [
+        "| round | uplink bytes, Flower | uplink bytes, in-process | difference | downlink bytes, "
+        "Flower | downlink bytes, in-process | difference | same model digest |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for t, (fu, iu, fd, id_, fg, ig) in enumerate(
+        zip(
+            flower.uplink_by_round,
+            twin.uplink_by_round,
+            flower.downlink_by_round,
+            twin.downlink_by_round,
+            flower.digest_by_round,
+            twin.digest_by_round,
+            strict=False,
+        ),
+        start=1,
+    ):
+        lines.append(
+            f"| {t} | {fu:,} | {iu:,} | {fu - iu:+,} | {fd:,} | {id_:,} | {fd - id_:+,} | "
+            f"{'yes' if fg == ig else 'NO'} |"
+        )
+    same = flower.digest_by_round == twin.digest_by_round
+    config_bytes = len(
+        Case(predictive(float(flower.params["lambda"])), flower.r, rounds=flower.rounds)
+        .config(settings)
+        .model_dump_json()
+    )
+    lines += [
+        "",
+        f"Same model after every round: **{'yes' if same else 'NO'}** (so the same payloads "
+        "went up: the codec is deterministic and the next model is a function of them). "
+        "Uplink differences come from the ECDSA signatures alone: DER-encoded P-256 signatures "
+        "are randomised and 70 to 72 bytes long. Downlink differences are the run config "
+        f"that Flower's transport sends (and counts) with every task ({config_bytes:,} bytes "
+        "here) and the in-process double does not. Final accuracy: Flower "
+        f"{_pct(flower.final_accuracy)} %, in-process {_pct(twin.final_accuracy)} %.",
+        "",
+    ]
+    return lines
+
+
+def markdown(
+    rows: Sequence[Row], settings: Settings, notes: Sequence[str], full_rounds: int
+) -> str:
+    """compression.md: settings, the goal, one table and one plot per r, Flower agreement."""
+    lines = [
+        "# Uplink compression against accuracy (Fashion-MNIST CNN, K = 15)",
+        "",
+        *notes,
+        "",
+        "## Goal: at least 99 % less uplink than fp32, at most 1 point lower final accuracy",
+        "",
+    ]
+    for g in goals(rows, full_rounds):
+        lines.append(f"- r = {g.r}: **{'met' if g.met else 'NOT met'}**, {g.detail}.")
+    for r, title in ((1, "r = 1 (scheme `none`)"), (3, "r = 3 (scheme `bibd`, STS(15))")):
+        mine = [
+            x for x in rows if x.r == r and x.transport == IN_PROCESS and x.rounds == full_rounds
+        ]
+        mine += [x for x in rows if x.r == r and x.error is not None and x not in mine]
+        if not mine:
+            continue
+        lines += ["", f"## {title}", "", *_table(mine), "", f"![{title}](compression_r{r}.png)"]
+    lines += ["", *_broadcast_section(rows, full_rounds), *_flower_section(rows, settings)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plot(rows: Sequence[Row], r: int, path: Path, full_rounds: int) -> None:
+    """Accuracy against cumulative uplink bytes (log scale) and against rounds, one line a run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mine = [
+        x
+        for x in rows
+        if x.r == r and x.transport == IN_PROCESS and x.rounds == full_rounds and x.error is None
+    ]
+    if not mine:
+        return
+    figure, (by_bytes, by_round) = plt.subplots(1, 2, figsize=(13, 5))
+    cmap = plt.get_cmap("tab10")
+    for i, x in enumerate(mine):
+        cumulative = [sum(x.uplink_by_round[: t + 1]) for t in range(x.rounds)]
+        style = {
+            "color": cmap(i % 10),
+            "linestyle": "-" if x.method == "predictive coding" else "--",
+            "marker": "o" if x.method == "predictive coding" else ".",
+            "markersize": 3,
+            "linewidth": 1.4,
+            "label": x.label,
+        }
+        by_bytes.plot(cumulative, [100 * a for a in x.accuracy_by_round], **style)
+        by_round.plot(range(1, x.rounds + 1), [100 * a for a in x.accuracy_by_round], **style)
+    by_bytes.set_xscale("log")
+    by_bytes.set_xlabel("cumulative uplink bytes (all workers)")
+    by_round.set_xlabel("round")
+    for axis in (by_bytes, by_round):
+        axis.set_ylabel("test accuracy %")
+        axis.grid(True, which="both", alpha=0.3)
+    by_round.legend(fontsize=8, loc="lower right")
+    scheme = "none" if r == 1 else "bibd, STS(15)"
+    figure.suptitle(
+        f"Fashion-MNIST CNN, K = {K}, r = {r} ({scheme}): accuracy on the evaluation subset "
+        "each round, on the full test set at the last round"
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def describe(
+    settings: Settings,
+    rows: Sequence[Row],
+    jobs: int,
+    minutes: float,
+    quick: bool,
+    *,
+    rewritten: bool = False,
+) -> list[str]:
+    """The settings and caveats that head compression.md."""
+    zstd_same = [
+        (x.r, x.digest_by_round[-1:] == ref.digest_by_round[-1:])
+        for x in rows
+        if x.method == "zstd" and (ref := _reference(rows, x.r)) is not None and x.error is None
+    ]
+    flagged = {(x.r, x.label): x.flagged for x in rows if x.flagged and x.transport == IN_PROCESS}
+    lines = [
+        (
+            f"Rewritten from compression.json by `--report-only`; its runs took "
+            f"{minutes:.1f} minutes of run time in all."
+            if rewritten
+            else f"Generated by `python benchmarks/eval_compression.py"
+            f"{' --quick' if quick else ''} --jobs {jobs}` in {minutes:.1f} minutes ({jobs} "
+            f"process{'es' if jobs > 1 else ''}, one torch thread each) on {platform.machine()} "
+            f"with {os.cpu_count()} cores shared with other work (load average "
+            f"{os.getloadavg()[0]:.1f} at the end). Python {platform.python_version()}, torch "
+            f"{torch.__version__}."
+        ),
+        "",
+        f"**Setup.** Fashion-MNIST, the small CNN ({_parameters():,} parameters), K = {K} "
+        f"workers, no attack, {settings.rounds} rounds, seed {settings.seed}; each file's update "
+        f"is the gradient over its samples ({settings.samples_per_file[1]} per file at r = 1: "
+        f"15 files, {15 * settings.samples_per_file[1]} samples a round; "
+        f"{settings.samples_per_file[3]} per file at r = 3: 35 files, "
+        f"{35 * settings.samples_per_file[3]} samples a round); the mean of the accepted files "
+        f"goes to Adam on the server (lr {settings.server_lr}). Accuracy is measured on the "
+        f"first {settings.eval_samples} test images each round and on all 10,000 after the "
+        "last round (*final accuracy*). Every run of one r starts from the same model and sees "
+        "the same samples. One seed, and at this stage of training fp32's accuracy still moves "
+        "by a point or two from one round to the next (see the plots): a difference of about "
+        "a point in final accuracy is within the noise of a single run. The column *rounds "
+        f"{LATE_WINDOW} before the last* averages the subset accuracy of those rounds.",
+        "",
+        "**Transport.** All table rows run on the in-process transport "
+        "(`phalanx_clients.inprocess.InProcessTransport`, a test double of Flower's runtime: "
+        "the same coordinator, workers, signatures, detection and codec in one process). "
+        "Shortcut: the r workers of a file share one computation of its gradient (a pure "
+        "function of model, round and file), but each worker encodes, signs and sends its own "
+        "payload. The Flower section below checks one predictive-coding run against Flower's "
+        "simulation engine, which takes no shortcut.",
+        "",
+        "**Bytes.** *uplink MB*: the sum over rounds and workers of the round reports' "
+        "`bytes_up` (payloads plus a 64-byte hex SHA-256 digest per payload and a 70 to 72 "
+        "byte ECDSA signature per reply). *uplink KB / worker-round*: that divided by "
+        f"{K} x rounds (at r = 3 a worker sends 7 payloads a round). *bits / param*: payload "
+        "bytes only, 8 x payload bytes / (payloads x parameters). *reduction vs fp32*: 1 - "
+        "uplink / fp32's uplink at the same r. *downlink*: the full float32 weights to every "
+        "worker every round for the baselines (their channel is the plain one), the compressed "
+        "global delta for predictive coding (after a full first round).",
+        "",
+        "**Methods.** *zstd*: level 3 on the float32 bytes (lossless; final model equal to "
+        "fp32's bit for bit: "
+        + (", ".join(f"r = {r} {'yes' if ok else 'NO'}" for r, ok in zstd_same) or "not run")
+        + "). *qsgd*: s levels of each 512-coordinate bucket's L2 norm, stochastic rounding "
+        "seeded from (run seed, round, file) so that replicas agree, the signed levels "
+        "ANS-coded (`constriction`) under their empirical frequencies; the bucket norms and the "
+        "frequency table are in the payload. *top-k + EF*: the 0.5 % largest magnitudes of "
+        "update + carried error, float32 values and Elias-gamma-coded index gaps. **r = 1 "
+        "only**: with error feedback a worker's payload depends on its private error memory "
+        "(the files it computed before), so honest replicas of a file would send different "
+        "bytes, disagree, and be flagged; the same holds for the codec's own "
+        "`error_feedback`, which the run config refuses with r > 1. *signsgd*: one bit per "
+        "coordinate plus each layer's mean magnitude (float32), aggregated by the mean rule "
+        "(not majority vote). *predictive coding*: `config.codec` with `enabled = true` and "
+        "the given `rd_lambda`, every other codec setting at its default; `rd_lambda` weighs "
+        "the rate of the uplink updates and of the coordinator's broadcast alike. "
+        f"*downlink_lambda={DOWNLINK_LAMBDA}* marks a diagnostic the run config cannot "
+        "express: the coordinator's `CodecChannel` is built with that `rd_lambda` while the "
+        "workers' `ModelReplica` encodes the uplink at `lambda` (both library classes, "
+        "composed in this script; decoding does not depend on lambda, and the workers stayed "
+        "in sync without asking for the full state).",
+    ]
+    if flagged:
+        lines += [
+            "",
+            "**Flagged honest workers.** With r = 1 detection can only score outliers "
+            "(robust z-score, `detection.mode = auto`); honest workers it flagged were left "
+            "out of those rounds: "
+            + ", ".join(f"{label} (r = {r}): {n}" for (r, label), n in flagged.items())
+            + ". At r = 3 any flag would mean honest replicas disagreed.",
+        ]
+    return lines
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _log(row: Row) -> None:
+    sys.stderr.write(
+        f"{'flower' if row.transport == FLOWER else 'local':<6} r={row.r} {row.label:<42} "
+        f"rounds={row.rounds:<3} acc={_pct(row.final_accuracy)} "
+        f"up={_mb(row.uplink_bytes)}MB bits={_num(row.bits_per_param)} "
+        f"flagged={row.flagged} {row.seconds:.0f}s{' ' + row.error if row.error else ''}\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and methods")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per run")
+    parser.add_argument("--flower-rounds", type=int, default=None, help="rounds of the Flower run")
+    parser.add_argument("--eval-samples", type=int, default=500)
+    parser.add_argument("--r", default="1,3", help="replications to run, e.g. 1 or 1,3")
+    parser.add_argument("--jobs", type=int, default=1, help="in-process runs at a time")
+    parser.add_argument("--no-flower", action="store_true", help="skip the Flower comparison")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite compression.md from compression.json"
+    )
+    args = parser.parse_args(argv)
+
+    settings = Settings(
+        rounds=args.rounds or (4 if args.quick else 30),
+        flower_rounds=args.flower_rounds or (2 if args.quick else 5),
+        eval_samples=args.eval_samples,
+        samples_per_file={1: 32, 3: 14},
+    )
+    rs = [int(r) for r in args.r.split(",")]
+    methods = QUICK_METHODS if args.quick else METHODS
+    flower_case = Case(predictive(0.1), max(rs), FLOWER, rounds=settings.flower_rounds)
+    twin = replace(flower_case, transport=IN_PROCESS)
+    results = args.out / "compression.json"
+    if args.report_only:
+        rows = [Row(**x) for x in json.loads(results.read_text(encoding="utf-8"))]
+        minutes = sum(x.seconds for x in rows) / 60
+        settings = replace(settings, rounds=max(x.rounds for x in rows))
+    else:
+        started = time.perf_counter()
+        cases = grid(methods, rs)
+        if not args.no_flower:
+            cases.append(twin)
+        rows = run_grid(cases, settings, args.jobs, _log)
+        if not args.no_flower:
+            rows.append(run_case(flower_case, settings))
+            _log(rows[-1])
+        rows = with_references(rows, settings.rounds)
+        minutes = (time.perf_counter() - started) / 60
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        document = [asdict(x) for x in rows]
+        results.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    for r in rs:
+        plot(rows, r, args.out / f"compression_r{r}.png", settings.rounds)
+    notes = describe(settings, rows, args.jobs, minutes, args.quick, rewritten=args.report_only)
+    text = markdown(rows, settings, notes, settings.rounds)
+    (args.out / "compression.md").write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    return 0 if all(x.error is None for x in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
