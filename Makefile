@@ -39,12 +39,18 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py
+	$(PY) benchmarks/eval_robustness.py
+	$(PY) benchmarks/eval_compression.py
+	$(PY) benchmarks/bench_codec.py
 	$(PY) benchmarks/bench_aggregation.py
 	$(PY) benchmarks/bench_round.py
 	$(PY) benchmarks/bench_api.py
 
 bench-quick: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py --quick
+	$(PY) benchmarks/eval_robustness.py --quick
+	$(PY) benchmarks/eval_compression.py --quick
+	$(PY) benchmarks/bench_codec.py --quick
 	$(PY) benchmarks/bench_aggregation.py --quick
 	$(PY) benchmarks/bench_round.py --quick
 	$(PY) benchmarks/bench_api.py --quick
