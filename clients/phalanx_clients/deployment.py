@@ -6,7 +6,7 @@ registered an EC key over REST; its SuperNode authenticates to the SuperLink
 with that key, and this ClientApp signs every reply with it too, binding the
 Flower node id the SuperLink knows it by (``context.node_id``) into the
 signature. Who it is comes from the SuperNode's node config, or the
-environment (:class:`~phalanx.deployment.node_config.NodeIdentity`).
+environment (:class:`~phalanx.flower.deployment.node_config.NodeIdentity`).
 
 For red-team demonstrations, ``phalanx-byzantine=ATTACK`` (or
 ``PHALANX_BYZANTINE=ATTACK``) makes this client lie on every file it is given
@@ -28,7 +28,7 @@ from flwr.clientapp import ClientApp
 from phalanx.attacks import load_attack
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
-from phalanx.deployment.node_config import NodeIdentity
+from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.records import read_task, reply_content
 from phalanx.identity import PrivateKey, load_private_key_file
 from phalanx_clients.app import REPLICA_STATE

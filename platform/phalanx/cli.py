@@ -18,7 +18,7 @@ from rich.table import Table
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig, load_run_config
-from phalanx.deployment.cli import client_start, deploy_app
+from phalanx.flower.deployment.cli import client_start, deploy_app
 from phalanx.reports import RoundReport
 from phalanx.runs.summary import RunSummary
 from phalanx.settings import get_settings
@@ -223,9 +223,9 @@ def coordinator(
     With ``--superlink``, approved clients' keys are admitted to that SuperLink and
     runs whose ``deployment.backend`` is ``deployment`` execute on it.
     """
-    from phalanx.deployment.backend import run_on_superlink
-    from phalanx.deployment.control import FlowerControl, SuperLinkConnection
-    from phalanx.deployment.service import DeploymentService
+    from phalanx.flower.deployment.backend import run_on_superlink
+    from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
+    from phalanx.flower.deployment.service import DeploymentService
     from phalanx.runs.recorder import claimer_name, register_simulated_clients
     from phalanx.runs.service import run_recorded
     from phalanx.store import RunStatus, runs

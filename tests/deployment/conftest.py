@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.deployment.certificates import TlsFiles, ensure_tls_files
-from phalanx.deployment.control import FlowerControl, SuperLinkConnection
-from phalanx.deployment.processes import free_port
-from phalanx.deployment.superlink import RunningSuperLink, SuperLinkOptions, start_superlink
+from phalanx.flower.deployment.certificates import TlsFiles, ensure_tls_files
+from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
+from phalanx.flower.deployment.processes import free_port
+from phalanx.flower.deployment.superlink import RunningSuperLink, SuperLinkOptions, start_superlink
 from phalanx.identity import (
     PrivateKey,
     generate_private_key,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.deployment.admission import admit_client, reconcile
-from phalanx.deployment.control import FlowerControl
-from phalanx.deployment.superlink import RunningSuperLink
+from phalanx.flower.deployment.admission import admit_client, reconcile
+from phalanx.flower.deployment.control import FlowerControl
+from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.identity import generate_private_key
 from phalanx.store import ClientStatus, clients
 from tests.deployment.conftest import add_client

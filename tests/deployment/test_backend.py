@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.deployment.backend import create_deployed_run, run_on_superlink
-from phalanx.deployment.control import ControlError, FlowerControl, SuperLinkConnection
-from phalanx.deployment.processes import free_port
-from phalanx.deployment.service import DeploymentService
-from phalanx.deployment.superlink import RunningSuperLink
+from phalanx.flower.deployment.backend import create_deployed_run, run_on_superlink
+from phalanx.flower.deployment.control import ControlError, FlowerControl, SuperLinkConnection
+from phalanx.flower.deployment.processes import free_port
+from phalanx.flower.deployment.service import DeploymentService
+from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.store import RunStatus, runs
 from tests.deployment.test_binding import deployment_config
 

@@ -11,7 +11,7 @@ from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.coordinator import Exchange, Member
 from phalanx.data import load_dataset
-from phalanx.deployment.binding import (
+from phalanx.flower.deployment.binding import (
     NODE_ID_MISMATCH,
     NodeBindingTransport,
     node_binding_problem,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from phalanx.deployment.certificates import (
+from phalanx.flower.deployment.certificates import (
     DEFAULT_SERVER_NAMES,
     create_certificate_authority,
     ensure_tls_files,

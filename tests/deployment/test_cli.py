@@ -8,9 +8,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from phalanx.deployment.cli import deploy_app
-from phalanx.deployment.processes import free_port
-from phalanx.deployment.superlink import RunningSuperLink
+from phalanx.flower.deployment.cli import deploy_app
+from phalanx.flower.deployment.processes import free_port
+from phalanx.flower.deployment.superlink import RunningSuperLink
 
 runner = CliRunner()
 

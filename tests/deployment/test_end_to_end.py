@@ -29,9 +29,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.deployment.control import FlowerControl
-from phalanx.deployment.node_config import NodeIdentity
-from phalanx.deployment.processes import (
+from phalanx.flower.deployment.control import FlowerControl
+from phalanx.flower.deployment.node_config import NodeIdentity
+from phalanx.flower.deployment.processes import (
     ManagedProcess,
     ProcessId,
     flower_environment,
@@ -39,9 +39,9 @@ from phalanx.deployment.processes import (
     start_process,
     wait_until,
 )
-from phalanx.deployment.service import DeploymentService
-from phalanx.deployment.superlink import RunningSuperLink
-from phalanx.deployment.supernode import SuperNodeOptions, start_supernode
+from phalanx.flower.deployment.service import DeploymentService
+from phalanx.flower.deployment.superlink import RunningSuperLink
+from phalanx.flower.deployment.supernode import SuperNodeOptions, start_supernode
 from phalanx.identity import (
     PrivateKey,
     generate_private_key,

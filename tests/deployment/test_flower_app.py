@@ -11,7 +11,7 @@ from flwr.cli.build import build_fab_from_disk
 from flwr.cli.config_utils import load_and_validate
 from flwr.common.config import parse_config_args
 
-from phalanx.deployment.flower_app import (
+from phalanx.flower.deployment.flower_app import (
     APP_NAME,
     CLIENT_APP,
     SERVER_APP,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from flwr.common.config import parse_config_args
 
-from phalanx.deployment.node_config import NodeConfigError, NodeIdentity
+from phalanx.flower.deployment.node_config import NodeConfigError, NodeIdentity
 
 
 def _as_flower_reads_it(identity: NodeIdentity) -> dict[str, object]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.deployment.processes import ProcessFailedError, start_process, wait_until
+from phalanx.flower.deployment.processes import ProcessFailedError, start_process, wait_until
 
 
 def test_stop_ends_the_process_and_every_descendant(tmp_path: Path) -> None:

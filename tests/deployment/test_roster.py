@@ -7,7 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.deployment.roster import Enrolled, assign_workers, enrolled_clients, wait_for_roster
+from phalanx.flower.deployment.roster import (
+    Enrolled,
+    assign_workers,
+    enrolled_clients,
+    wait_for_roster,
+)
 from phalanx.identity import generate_private_key
 from phalanx.store import ClientStatus
 from tests.deployment.conftest import add_client

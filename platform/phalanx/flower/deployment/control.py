@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from phalanx.deployment.processes import (
+from phalanx.flower.deployment.processes import (
     ManagedProcess,
     flower_environment,
     flower_executable,

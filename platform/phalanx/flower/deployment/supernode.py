@@ -3,9 +3,9 @@
 A client's SuperNode connects to the SuperLink over TLS (trusting the
 deployment's CA), authenticates with the client's EC key in OpenSSH format, and
 tells its ClientApp who it is through the node config
-(:class:`~phalanx.deployment.node_config.NodeIdentity`). The SuperLink admits
+(:class:`~phalanx.flower.deployment.node_config.NodeIdentity`). The SuperLink admits
 it only once an operator approved the client and Phalanx registered its
-public key (:mod:`phalanx.deployment.admission`); before that, ``flower-supernode``
+public key (:mod:`phalanx.flower.deployment.admission`); before that, ``flower-supernode``
 exits with Flower's exit code 305 (``Failed to activate SuperNode``).
 
 Each SuperNode also serves a local Runtime API (default ``127.0.0.1:9094``) for
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from phalanx.deployment.node_config import NodeIdentity
-from phalanx.deployment.processes import (
+from phalanx.flower.deployment.node_config import NodeIdentity
+from phalanx.flower.deployment.processes import (
     ManagedProcess,
     flower_environment,
     flower_executable,

@@ -1,10 +1,10 @@
 """The ServerApp a SuperLink runs for a deployed Phalanx run.
 
-Named by the Flower app of :mod:`phalanx.deployment.flower_app`
-(``phalanx.deployment.server_app:app``). It runs in the SuperLink's
+Named by the Flower app of :mod:`phalanx.flower.deployment.flower_app`
+(``phalanx.flower.deployment.server_app:app``). It runs in the SuperLink's
 environment, reads ``PHALANX_DATABASE_URL`` (and ``PHALANX_DATA_DIR`` for
 checkpoints) from it, and executes the Phalanx run its Flower run config names
-(:func:`phalanx.deployment.execute.execute_deployed_run`).
+(:func:`phalanx.flower.deployment.execute.execute_deployed_run`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from flwr.serverapp import Grid, ServerApp
 
 from phalanx.config import RunConfig
 from phalanx.coordinator import Transport
-from phalanx.deployment.execute import execute_deployed_run
-from phalanx.deployment.flower_app import DeployedRunRequest
-from phalanx.deployment.roster import Roster
+from phalanx.flower.deployment.execute import execute_deployed_run
+from phalanx.flower.deployment.flower_app import DeployedRunRequest
+from phalanx.flower.deployment.roster import Roster
 from phalanx.flower.transport import GridTransport
 from phalanx.settings import get_settings
 from phalanx.store import make_engine, session_factory

@@ -27,7 +27,7 @@ __all__ = [
     "write_flower_app",
 ]
 
-SERVER_APP = "phalanx.deployment.server_app:app"
+SERVER_APP = "phalanx.flower.deployment.server_app:app"
 CLIENT_APP = "phalanx_clients.deployment:app"
 APP_NAME = "phalanx-deployment"
 
@@ -85,7 +85,7 @@ class DeployedRunRequest:
         if not run_id or not claimer:
             raise ValueError(
                 f"run config lacks {RUN_ID_KEY} or {CLAIMER_KEY}; deployed runs are started by "
-                "`phalanx coordinator` (or phalanx.deployment.backend.run_on_superlink)"
+                "`phalanx coordinator` (or phalanx.flower.deployment.backend.run_on_superlink)"
             )
         return cls(
             run_id=run_id,

@@ -1,11 +1,11 @@
 """Executing a deployed run inside the ServerApp: real clients, recorded round by round.
 
 The run lives in the database already, claimed by the coordinator that
-launched it on the SuperLink (:mod:`phalanx.deployment.backend`); this code
+launched it on the SuperLink (:mod:`phalanx.flower.deployment.backend`); this code
 runs in the ServerApp process under that same lease. It waits for enough
 approved clients to be online, maps them to workers
-(:mod:`phalanx.deployment.roster`), drives the coordinator over Flower's Grid
-with every reply bound to its node (:mod:`phalanx.deployment.binding`), and
+(:mod:`phalanx.flower.deployment.roster`), drives the coordinator over Flower's Grid
+with every reply bound to its node (:mod:`phalanx.flower.deployment.binding`), and
 records each round exactly as a simulated run does, resuming after the last
 checkpoint.
 """
@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
 from phalanx.coordinator import Transport
-from phalanx.deployment.binding import NodeBindingTransport
-from phalanx.deployment.roster import Enrolled, Roster, enrolled_clients, wait_for_roster
-from phalanx.deployment.summary import finish_deployed
+from phalanx.flower.deployment.binding import NodeBindingTransport
+from phalanx.flower.deployment.roster import Enrolled, Roster, enrolled_clients, wait_for_roster
+from phalanx.flower.deployment.summary import finish_deployed
 from phalanx.reports import RoundReport
 from phalanx.runs.execute import build_coordinator
 from phalanx.runs.recorder import StoreRecorder, load_checkpoint, stored_config
@@ -69,7 +69,7 @@ def execute_deployed_run(
     Returns
     -------
     dict
-        The stored summary (:func:`~phalanx.deployment.summary.deployment_summary`).
+        The stored summary (:func:`~phalanx.flower.deployment.summary.deployment_summary`).
 
     Notes
     -----

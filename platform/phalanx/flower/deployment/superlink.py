@@ -4,9 +4,9 @@ Flower 1.42 serves the SuperLink's Fleet API (SuperNodes), Control API
 (``flwr`` CLI) and Runtime API (the ServerApp) over HTTPS on one port
 (``--host``/``--port``, default 8000). Phalanx always starts it with:
 
-* TLS from :mod:`phalanx.deployment.certificates`;
+* TLS from :mod:`phalanx.flower.deployment.certificates`;
 * ``--enable-supernode-auth``: only SuperNodes whose public key was registered
-  through the Control API (:mod:`phalanx.deployment.admission`) may connect;
+  through the Control API (:mod:`phalanx.flower.deployment.admission`) may connect;
 * ``--database FILE``: registrations and runs survive a restart;
 * ``--disable-runtime-dependency-installation``: the ServerApp runs in the
   SuperLink's own environment, where Phalanx is installed, and nothing is
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import httpx
 
-from phalanx.deployment.certificates import TlsFiles
-from phalanx.deployment.processes import (
+from phalanx.flower.deployment.certificates import TlsFiles
+from phalanx.flower.deployment.processes import (
     ManagedProcess,
     flower_environment,
     flower_executable,

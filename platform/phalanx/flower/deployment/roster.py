@@ -3,7 +3,7 @@
 In simulation every worker's identity is derived from the run
 (:mod:`phalanx.roster`). In deployment the workers are real clients: approved
 by an operator, admitted to the SuperLink under a Flower node id
-(:mod:`phalanx.deployment.admission`), and online when the run starts. Worker
+(:mod:`phalanx.flower.deployment.admission`), and online when the run starts. Worker
 ``i`` is the enrolled client with the ``i``-th smallest node id among those
 online, so the mapping is stable while the same clients are connected.
 

@@ -1,13 +1,13 @@
 """The deployment backend: a Phalanx run executed on a Flower SuperLink.
 
 :func:`run_on_superlink` does what ``flwr run APP SUPERLINK`` does, with
-Phalanx's app (:mod:`phalanx.deployment.flower_app`), then follows the Flower
+Phalanx's app (:mod:`phalanx.flower.deployment.flower_app`), then follows the Flower
 run to its end:
 
 1. The Phalanx run is claimed (created first when no run id is given).
 2. ``flwr run`` submits the app; its run config names the Phalanx run and the
    lease. The SuperLink starts the ServerApp
-   (:mod:`phalanx.deployment.server_app`), which records every round through
+   (:mod:`phalanx.flower.deployment.server_app`), which records every round through
    ``PHALANX_DATABASE_URL`` and finishes the run.
 3. Meanwhile this process streams the run's log (``flwr log --stream``) to a
    file and heartbeats the lease. An operator's cancel reaches the ServerApp
@@ -32,10 +32,10 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.deployment.control import FlowerControl, FlowerRun
-from phalanx.deployment.flower_app import APP_NAME, DeployedRunRequest, write_flower_app
-from phalanx.deployment.processes import ManagedProcess
-from phalanx.deployment.summary import finish_deployed
+from phalanx.flower.deployment.control import FlowerControl, FlowerRun
+from phalanx.flower.deployment.flower_app import APP_NAME, DeployedRunRequest, write_flower_app
+from phalanx.flower.deployment.processes import ManagedProcess
+from phalanx.flower.deployment.summary import finish_deployed
 from phalanx.store import LeaseLostError, RunStatus, runs
 
 __all__ = ["DeployedRun", "create_deployed_run", "run_on_superlink"]
@@ -127,7 +127,7 @@ def run_on_superlink(
 
     Raises
     ------
-    phalanx.deployment.control.ControlError
+    phalanx.flower.deployment.control.ControlError
         When the SuperLink refuses the run (the Phalanx run is marked failed).
     phalanx.store.LeaseLostError
         When another coordinator took the run over; the Flower run is stopped.

@@ -2,7 +2,7 @@
 
 ::
 
-    from phalanx.deployment.cli import client_start, deploy_app
+    from phalanx.flower.deployment.cli import client_start, deploy_app
 
     app.add_typer(deploy_app, name="deploy")        # phalanx deploy certs|superlink|admit|...
     client_app.command("start")(client_start)       # phalanx client start
@@ -24,14 +24,18 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from phalanx.deployment.certificates import DEFAULT_SERVER_NAMES, TlsFiles, ensure_tls_files
-from phalanx.deployment.node_config import NodeIdentity
-from phalanx.deployment.processes import flower_environment
-from phalanx.deployment.superlink import DEFAULT_PORT, SuperLinkOptions, superlink_command
-from phalanx.deployment.supernode import DEFAULT_RUNTIME_PORT, SuperNodeOptions, supernode_command
+from phalanx.flower.deployment.certificates import DEFAULT_SERVER_NAMES, TlsFiles, ensure_tls_files
+from phalanx.flower.deployment.node_config import NodeIdentity
+from phalanx.flower.deployment.processes import flower_environment
+from phalanx.flower.deployment.superlink import DEFAULT_PORT, SuperLinkOptions, superlink_command
+from phalanx.flower.deployment.supernode import (
+    DEFAULT_RUNTIME_PORT,
+    SuperNodeOptions,
+    supernode_command,
+)
 
 if TYPE_CHECKING:
-    from phalanx.deployment.service import DeploymentService
+    from phalanx.flower.deployment.service import DeploymentService
 
 __all__ = ["client_start", "deploy_app"]
 
@@ -173,7 +177,7 @@ def coordinator(
 @deploy_app.command("probe-superlink")
 def probe_superlink(superlink: SuperLinkAddress, root_certificates: RootCertificates) -> None:
     """Exit 0 when the SuperLink answers its health check over verified TLS."""
-    from phalanx.deployment.superlink import is_healthy
+    from phalanx.flower.deployment.superlink import is_healthy
 
     if not is_healthy(superlink, root_certificates):
         raise typer.Exit(1)
@@ -208,8 +212,8 @@ def probe_alive(
 
 
 def _service(superlink: str, root_certificates: Path) -> DeploymentService:
-    from phalanx.deployment.control import FlowerControl, SuperLinkConnection
-    from phalanx.deployment.service import DeploymentService
+    from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
+    from phalanx.flower.deployment.service import DeploymentService
     from phalanx.settings import get_settings
     from phalanx.store import make_engine, migrate, session_factory
 

@@ -2,15 +2,15 @@
 
 One loop, one poll at a time:
 
-1. :func:`~phalanx.deployment.admission.reconcile` the SuperLink with the
+1. :func:`~phalanx.flower.deployment.admission.reconcile` the SuperLink with the
    database, so a client approved a moment ago can connect (refusals are
    reported once per client, not on every poll);
 2. claim the oldest queued run (or one whose coordinator died) and execute it
-   with :func:`~phalanx.deployment.backend.run_on_superlink`, to its end;
+   with :func:`~phalanx.flower.deployment.backend.run_on_superlink`, to its end;
 3. touch ``alive_file``, so a container health check can see the loop turn.
 
 ``phalanx coordinator`` runs this loop for runs whose backend is
-``deployment``; ``python -m phalanx.deployment.cli coordinator`` runs it for
+``deployment``; ``python -m phalanx.flower.deployment.cli coordinator`` runs it for
 every queued run (the compose demo).
 """
 
@@ -25,9 +25,9 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.deployment.admission import reconcile
-from phalanx.deployment.backend import DeployedRun, run_on_superlink
-from phalanx.deployment.control import ControlError, FlowerControl
+from phalanx.flower.deployment.admission import reconcile
+from phalanx.flower.deployment.backend import DeployedRun, run_on_superlink
+from phalanx.flower.deployment.control import ControlError, FlowerControl
 from phalanx.store import RunStatus, runs
 
 __all__ = ["DeploymentService"]
