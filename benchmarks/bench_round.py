@@ -424,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
+    # A Ray head killed without shutting down leaves /tmp/ray/ray_current_cluster behind,
+    # and ray.init() then tries to join that dead cluster (and refuses num_cpus). Start a
+    # local instance unless the caller names a cluster.
+    os.environ.setdefault("RAY_ADDRESS", "local")
     torch.set_num_threads(1)
     config = federation(
         rounds=args.rounds or (5 if args.quick else 12),  # two rounds are not timed

@@ -808,6 +808,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    # A Ray head killed without shutting down leaves /tmp/ray/ray_current_cluster behind,
+    # and ray.init() then tries to join that dead cluster (and refuses num_cpus). Start a
+    # local instance unless the caller names a cluster.
+    os.environ.setdefault("RAY_ADDRESS", "local")
     settings = Settings(
         rounds=args.rounds or (3 if args.quick else 12),
         model=args.model,

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).with_name("ray")
 SESSION_LATEST = Path("/tmp/ray/session_latest")
+CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")
 
 
 def _free_port() -> int:
@@ -91,3 +92,6 @@ def test_run_uses_a_ray_head_started_beside_it(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
+        # The head leaves its address behind for `ray.init()`; it is gone now.
+        if CURRENT_CLUSTER.exists() and CURRENT_CLUSTER.read_text().strip().endswith(f":{port}"):
+            CURRENT_CLUSTER.unlink()

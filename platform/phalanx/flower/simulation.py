@@ -42,6 +42,9 @@ def simulate(
     if ray_address is not None:
         init_args["address"] = ray_address
     else:
+        # "local": a Ray of our own, never a cluster that /tmp/ray/ray_current_cluster
+        # names (a head stopped without `ray stop` leaves that file behind).
+        init_args["address"] = "local"
         init_args["num_cpus"] = os.cpu_count() or 1
     backend_config: dict[str, Any] = {
         "client_resources": {"num_cpus": cpus_per_worker, "num_gpus": 0.0},
