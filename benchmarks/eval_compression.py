@@ -776,12 +776,12 @@ def plot(rows: Sequence[Row], r: int, path: Path, full_rounds: int) -> None:
     ]
     if not mine:
         return
-    figure, (by_bytes, by_round) = plt.subplots(1, 2, figsize=(13, 5))
-    cmap = plt.get_cmap("tab10")
+    figure, (by_bytes, by_round) = plt.subplots(1, 2, figsize=(13, 6.5))
+    cmap = plt.get_cmap("tab20")
     for i, x in enumerate(mine):
         cumulative = [sum(x.uplink_by_round[: t + 1]) for t in range(x.rounds)]
         style = {
-            "color": cmap(i % 10),
+            "color": cmap(i % 20),
             "linestyle": "-" if x.method == "predictive coding" else "--",
             "marker": "o" if x.method == "predictive coding" else ".",
             "markersize": 3,
@@ -796,13 +796,14 @@ def plot(rows: Sequence[Row], r: int, path: Path, full_rounds: int) -> None:
     for axis in (by_bytes, by_round):
         axis.set_ylabel("test accuracy %")
         axis.grid(True, which="both", alpha=0.3)
-    by_round.legend(fontsize=8, loc="lower right")
+    handles, labels = by_round.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
     scheme = "none" if r == 1 else "bibd, STS(15)"
     figure.suptitle(
         f"Fashion-MNIST CNN, K = {K}, r = {r} ({scheme}): accuracy on the evaluation subset "
         "each round, on the full test set at the last round"
     )
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.14, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
