@@ -257,12 +257,17 @@ def fedavg_server_app(
 
 
 def backend_config() -> dict[str, Any]:
-    """The Ray settings Phalanx's simulation uses (one CPU per ClientApp instance)."""
+    """The Ray settings Phalanx's simulation uses (one CPU per ClientApp instance).
+
+    ``address="local"`` starts a Ray of its own rather than joining the cluster that a
+    stale ``/tmp/ray/ray_current_cluster`` names, as ``phalanx.flower.simulation`` does.
+    """
     return {
         "client_resources": {"num_cpus": 1.0, "num_gpus": 0.0},
         "init_args": {
             "logging_level": logging.WARNING,
             "log_to_driver": False,
+            "address": "local",
             "num_cpus": os.cpu_count() or 1,
         },
     }
@@ -424,10 +429,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
-    # A Ray head killed without shutting down leaves /tmp/ray/ray_current_cluster behind,
-    # and ray.init() then tries to join that dead cluster (and refuses num_cpus). Start a
-    # local instance unless the caller names a cluster.
-    os.environ.setdefault("RAY_ADDRESS", "local")
     torch.set_num_threads(1)
     config = federation(
         rounds=args.rounds or (5 if args.quick else 12),  # two rounds are not timed

@@ -594,24 +594,29 @@ def goals(rows: Sequence[Row]) -> list[Goal]:
         drops = [(_acc(clean) - _acc(r), r) for r in weak]
         worst_drop, worst = max(drops, key=lambda d: math.inf if math.isnan(d[0]) else d[0])
         close = [r for d, r in drops if d <= 0.01]
+        same = [r for r in weak if r.model_digest == clean.model_digest]
         out.append(
             Goal(
                 f"subsets, weak attack: final accuracy within 1 point of q = 0 "
                 f"({_pct(clean.final_accuracy)} %)",
                 len(close) == len(weak),
                 f"{len(close)} of {len(weak)} runs; largest drop {100 * worst_drop:.2f} "
-                f"points ({worst.attack}, q = {worst.q})",
+                f"points ({worst.attack}, q = {worst.q}); {len(same)} of {len(weak)} runs end "
+                "with the q = 0 model bit for bit",
             )
         )
-    baseline = {r.attack: r for r in local if r.defence == DEFENCES[0].name and r.mode == "strong"}
-    strong = [r for r in aspis if r.mode == "strong" and r.q == max(QS) and r.attack in baseline]
-    baseline = {a: r for a, r in baseline.items() if r.q == max(QS)}
-    strong = [r for r in strong if r.attack in baseline]
+    top = max((r.q for r in aspis), default=0)
+    baseline = {
+        r.attack: r
+        for r in local
+        if r.defence == DEFENCES[0].name and r.mode == "strong" and r.q == top
+    }
+    strong = [r for r in aspis if r.mode == "strong" and r.q == top and r.attack in baseline]
     if strong:
         gaps = {r.attack: _acc(r) - _acc(baseline[r.attack]) for r in strong}
         out.append(
             Goal(
-                f"subsets, strong attack, q = {max(QS)}: at least 10 points above r = 1 "
+                f"subsets, strong attack, q = {top}: at least 10 points above r = 1 "
                 "with median (points: subsets minus r=1 median)",
                 all(g >= 0.10 for g in gaps.values()),
                 ", ".join(f"{a} {100 * g:+.2f}" for a, g in gaps.items()),
@@ -717,7 +722,9 @@ def describe(
         + (
             "Three rounds only check that every path runs. "
             if quick
-            else f"{settings.rounds} rounds keep the full grid near an hour on two shared cores. "
+            else f"{settings.rounds} rounds (not 30 or more: a 455-file Aspis round costs 4 s "
+            "to 25 s here, depending on the other work on the machine, and the grid has 25 "
+            "of those runs). "
         )
         + "Accuracy is measured on the first "
         f"{settings.eval_samples} test samples after every round and on all 10,000 after the "
@@ -765,7 +772,15 @@ def describe(
         "so the honest workers are not the largest agreeing group whenever two adversaries "
         "sit in one group: the unique maximum clique then contains the adversaries and "
         "flags the honest third worker of that group (precision 0 under the strong "
-        "attack).",
+        "attack). A final accuracy is one evaluation of one run (one seed): runs whose "
+        "models differ by a few files a round, such as the weak attack on `subsets`, which "
+        "loses the files whose replicas are all adversarial, follow different trajectories "
+        "and end a point or two apart in either direction (several attacked rows end above "
+        "their q = 0 row); differences of that size are within the noise of a single seed. "
+        "`subsets` takes the coordinate median of 455 four-sample gradients, a coarser "
+        "estimate of the mean gradient than the median of 5 to 25 larger files, so even "
+        "without attack its accuracy differs from the other defences'; compare each defence "
+        "with its own q = 0 row (the goal against r = 1 compares across defences).",
     ]
 
 
@@ -808,12 +823,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    # A Ray head killed without shutting down leaves /tmp/ray/ray_current_cluster behind,
-    # and ray.init() then tries to join that dead cluster (and refuses num_cpus). Start a
-    # local instance unless the caller names a cluster.
-    os.environ.setdefault("RAY_ADDRESS", "local")
     settings = Settings(
-        rounds=args.rounds or (3 if args.quick else 12),
+        rounds=args.rounds or (3 if args.quick else 20),
         model=args.model,
         eval_samples=args.eval_samples,
         optimizer="adam",
