@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from phalanx.aggregation import min_inputs
 from phalanx.assignment import count_files
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
@@ -34,14 +35,6 @@ ATTACK_NAMES = (
     "mimic",
     "label_flip",
 )
-
-# Files a rule needs for f Byzantine inputs (the rules' own preconditions).
-_MIN_INPUTS = {
-    "krum": lambda f: 2 * f + 3,
-    "multi_krum": lambda f: 2 * f + 3,
-    "bulyan": lambda f: 4 * f + 3,
-    "trimmed_mean": lambda f: 2 * f + 1,
-}
 
 
 class _Section(BaseModel):
@@ -78,7 +71,20 @@ class DetectionConfig(_Section):
     mode: Literal["exact", "tolerance", "auto"] = "auto"
     tolerance: float = Field(default=1e-5, gt=0.0, lt=1.0)
     exclude_flagged_for: int = Field(
-        default=0, ge=0, description="Rounds a flagged worker is skipped afterwards (0: never)."
+        default=0,
+        ge=0,
+        le=100_000,
+        description="Rounds a flagged worker gets no work after being flagged (0: none).",
+    )
+    on_tie: Literal["drop_disputed", "majority"] = Field(
+        default="drop_disputed",
+        description="When largest agreeing groups tie: drop disputed files, or trust the "
+        "per-file majority (Aspis, ByzShield).",
+    )
+    outlier_threshold: float | None = Field(
+        default=3.5,
+        gt=0.0,
+        description="Robust z-score above which an r = 1 update is flagged (null: never).",
     )
 
 
@@ -137,7 +143,20 @@ class CodecSettings(_Section):
     """Predictive-coding compression of uplink updates and downlink broadcasts."""
 
     enabled: bool = False
-    rd_lambda: float = Field(default=0.1, gt=0.0, description="Rate weight in J = D + lambda R.")
+    rd_lambda: float = Field(
+        default=0.1,
+        gt=0.0,
+        description="Rate weight in J = D + lambda R of the workers' uplink updates (and of the "
+        "broadcast unless downlink_rd_lambda is set).",
+    )
+    downlink_rd_lambda: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="Rate weight of the coordinator's broadcast of the global delta; None: the "
+        "same as rd_lambda. The broadcast is one payload for all workers and every worker "
+        "applies it, so it often deserves a smaller lambda (more bits) than the uplink. "
+        "Workers decode it without knowing lambda.",
+    )
     step_sizes: tuple[float, ...] = Field(
         default=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), min_length=1, description="Relative to scale."
     )
@@ -202,7 +221,7 @@ class RunConfig(_Section):
         except ValueError as exc:
             raise ValueError(f"assignment: {exc}") from exc
         rule, f = self.aggregation.rule, self.aggregation.f
-        needed = _MIN_INPUTS.get(rule, lambda f: f + 1)(f)
+        needed = min_inputs(rule, f)
         if files < needed:
             raise ValueError(
                 f"aggregation.rule={rule!r} with aggregation.f={f} needs at least {needed} "

@@ -19,7 +19,7 @@ import torch
 from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor, nn
 
-from phalanx.aggregation import aggregate
+from phalanx.aggregation import aggregate, largest_f
 from phalanx.assignment import Assignment
 from phalanx.channel import Downlink, make_channel
 from phalanx.config import RunConfig
@@ -119,6 +119,8 @@ class Coordinator:
             params, kind=t.optimizer, lr=t.server_lr, momentum=t.momentum
         )
         self._base = base_assignment(config)
+        # Worker -> last round it gets no work (detection.exclude_flagged_for).
+        self._benched: dict[int, int] = {}
         missing = set(range(config.assignment.num_workers)) - set(self.members)
         if missing:
             raise ValueError(f"no identity for workers {sorted(missing)}")
@@ -132,6 +134,7 @@ class Coordinator:
         """Continue from a checkpoint written by an earlier run of the same config."""
         state = torch.load(io.BytesIO(checkpoint), weights_only=True)
         self.optimizer.load_state_dict(state["optimizer"])
+        self._benched = {int(w): int(t) for w, t in state.get("benched", {}).items()}
         channel = {k: v.numpy() for k, v in state["channel"].items()}
         self.channel.restore(channel, self.params)
 
@@ -139,7 +142,14 @@ class Coordinator:
         """Serialise everything the next round depends on."""
         buffer = io.BytesIO()
         channel = {k: torch.from_numpy(v) for k, v in self.channel.state().items()}
-        torch.save({"optimizer": self.optimizer.state_dict(), "channel": channel}, buffer)
+        torch.save(
+            {
+                "optimizer": self.optimizer.state_dict(),
+                "channel": channel,
+                "benched": dict(self._benched),
+            },
+            buffer,
+        )
         return buffer.getvalue()
 
     def run(
@@ -174,10 +184,11 @@ class Coordinator:
 
         assignment = round_assignment(self.config, t, self._base)
         nonce = secrets.token_hex(16)
+        benched = sorted(w for w, until in self._benched.items() if until >= t)
         tasks = {
             w: Task(self.run_id, t, nonce, w, assignment.files_of(w))
             for w in range(assignment.num_workers)
-            if assignment.files_of(w)
+            if assignment.files_of(w) and w not in benched
         }
         lap("assign")
 
@@ -204,8 +215,13 @@ class Coordinator:
             mode=self.config.detection.mode,
             tol=self.config.detection.tolerance,
             f=self.config.aggregation.f,
+            on_tie=self.config.detection.on_tie,
+            outlier_threshold=self.config.detection.outlier_threshold,
         )
+        pause = self.config.detection.exclude_flagged_for
         for worker in sorted(verdict.flagged):
+            if pause:
+                self._benched[worker] = t + pause
             evidence = verdict.evidence[worker]
             events.append(
                 EventReport(
@@ -219,16 +235,20 @@ class Coordinator:
         lap("detect")
 
         files = sorted(verdict.accepted)
-        if files:
+        agg = self.config.aggregation
+        # Flagged workers are out, so fewer inputs may remain than the configured f
+        # assumes: tolerate as many as the rule can with what is left.
+        f_used = largest_f(agg.rule, len(files))
+        if f_used is not None:
+            f_used = min(agg.f, f_used)
             stacked = torch.stack([verdict.accepted[f] for f in files])
-            agg = self.config.aggregation
             pre_options = dict(agg.pre_options)
             if agg.pre == "bucketing":
                 pre_options.setdefault("seed", derive_seed(self.config.seed, t, -2))
             update = aggregate(
                 agg.rule,
                 stacked,
-                f=agg.f,
+                f=f_used,
                 pre=agg.pre,
                 pre_options=pre_options if agg.pre else None,
                 **agg.options,
@@ -257,7 +277,13 @@ class Coordinator:
             timings=timings,
             assignment=_assignment_summary(assignment),
             model_digest=model_digest(self.params),
-            metrics={"accepted_files": float(len(files)), "eval_samples": float(len(eval_set.y))},
+            metrics={
+                "accepted_files": float(len(files)),
+                "eval_samples": float(len(eval_set.y)),
+                # -1: too few accepted files for the rule; the model did not move.
+                "f_used": float(-1 if f_used is None else f_used),
+                "benched_workers": float(len(benched)),
+            },
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock

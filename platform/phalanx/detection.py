@@ -33,7 +33,8 @@ from phalanx.finite import all_finite
 Mode = Literal["exact", "tolerance", "auto"]
 Severity = Literal["high", "low"]
 EvidenceKind = Literal["outside_max_clique", "majority_minority", "outlier", "low_degree"]
-Rule = Literal["unique_clique", "majority", "outlier", "none"]
+Rule = Literal["unique_clique", "majority", "unanimity", "outlier", "none"]
+TiePolicy = Literal["drop_disputed", "majority"]
 
 DEFAULT_TOL = 1e-5
 """Default relative L2 tolerance for two replicas to agree.
@@ -551,6 +552,8 @@ class Evidence:
         Outlier score and its threshold, or summed degree and its threshold.
     rounds : int or None
         Rounds the summed degree covers (``"low_degree"`` only).
+    on_tie : {"drop_disputed", "majority"}
+        How files were decided when maximum cliques tied (``"majority_minority"`` only).
     """
 
     worker: int
@@ -565,6 +568,7 @@ class Evidence:
     score: float | None = None
     threshold: float | None = None
     rounds: int | None = None
+    on_tie: TiePolicy = "drop_disputed"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (lists, strings, numbers, ``None``), summary included."""
@@ -581,6 +585,7 @@ class Evidence:
             "score": _json_float(self.score),
             "threshold": _json_float(self.threshold),
             "rounds": self.rounds,
+            "on_tie": self.on_tie,
             "summary": self.summary(),
         }
 
@@ -614,11 +619,16 @@ class Evidence:
                 f"shared file, so worker {w} is outside the unique largest group of mutually "
                 "agreeing workers."
             )
+        decided = (
+            "each file's value came from the strict majority of its unflagged replicas"
+            if self.on_tie == "majority"
+            else "a file kept a value only where its unflagged replicas all agreed, and "
+            "disputed files were left out"
+        )
         return (
             f"{disputes}; {self.num_max_cliques} groups of mutually agreeing workers tie for "
             f"largest (together {clique}) and worker {w} belongs to none of them. As the "
-            "largest group is not unique, each file's value came from the strict majority "
-            "of its unflagged replicas."
+            f"largest group is not unique, {decided}."
         )
 
     def _disputes_sentence(self) -> str:
@@ -685,14 +695,15 @@ class Verdict:
         Digest of each accepted value (how `to_dict` refers to it).
     dropped : tuple of int
         Files of the assignment without an accepted value: no replica arrived, every
-        replica came from a flagged worker, or (majority rule) no strict majority.
+        replica came from a flagged worker, or (on a tie) the replicas left disagree.
     flagged : frozenset of int
         Workers judged adversarial this round.
     evidence : dict of int to Evidence
         One record per flagged worker.
     rule : str
-        ``"unique_clique"``, ``"majority"``, ``"outlier"`` or ``"none"`` (nothing could be
-        compared or scored).
+        ``"unique_clique"``, ``"unanimity"`` or ``"majority"`` (maximum cliques tie; see
+        `detect`'s ``on_tie``), ``"outlier"`` or ``"none"`` (nothing could be compared or
+        scored).
     max_cliques : tuple of frozenset of int
         Maximum cliques of the agreement graph (at most `MAX_LISTED_CLIQUES`).
     num_max_cliques : int
@@ -740,6 +751,8 @@ class Verdict:
             f"workers ({len(self.max_cliques[0]) if self.max_cliques else 0} workers)",
             "majority": f"it belongs to at least one of the {self.num_max_cliques} tied largest "
             "groups of mutually agreeing workers",
+            "unanimity": f"it belongs to at least one of the {self.num_max_cliques} tied largest "
+            "groups of mutually agreeing workers",
             "outlier": "its update was not an outlier among the others",
             "none": "no replicas could be compared or scored this round",
         }[self.rule]
@@ -758,6 +771,7 @@ def detect(
     tol: float = DEFAULT_TOL,
     outlier_threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
     f: int = 0,
+    on_tie: TiePolicy = "drop_disputed",
 ) -> Verdict:
     """Decide which workers lie and which value each file keeps.
 
@@ -772,9 +786,18 @@ def detect(
       flagging it would punish an honest worker on a coin toss. A worker in none of
       them cannot be honest as long as the honest workers form a largest agreeing group
       (the premise of Aspis): that group would then be one of the maximum cliques and
-      contain it. Each file then keeps the value held by a strict majority of its
-      unflagged replicas (flagged replicas do not vote, so two colluders cannot outvote
-      an honest replica), and is dropped without one.
+      contain it. Which value each file keeps follows ``on_tie``:
+
+      - ``"drop_disputed"`` (default): a file keeps a value only when all its unflagged
+        replicas agree, and is dropped otherwise. A tie means the round cannot tell
+        the honest group from a colluding one (q colluders who disagree only with q
+        chosen honest workers are, in the agreement graph, indistinguishable from
+        those honest workers), so no disputed value is trusted: colluders can then
+        only get a value through on a file whose replicas are all theirs.
+      - ``"majority"`` (Aspis, ByzShield): a file keeps the value held by a strict
+        majority of its unflagged replicas (flagged replicas do not vote), and is
+        dropped without one. Two colluders sharing a file with one honest worker
+        win it.
     * No file with two or more replicas (r = 1, or only stragglers left): updates are
       scored with `outlier_scores` and workers with a score above ``outlier_threshold``
       are flagged with severity ``"low"``; disabled with ``outlier_threshold=None`` or
@@ -797,12 +820,16 @@ def detect(
         Robust z-score threshold for r = 1 outliers.
     f : int
         Byzantine workers tolerated by the r = 1 outlier score.
+    on_tie : {"drop_disputed", "majority"}
+        What a file keeps when maximum cliques tie (see above).
 
     Returns
     -------
     Verdict
     """
     _check_mode(mode, tol)
+    if on_tie not in get_args(TiePolicy):
+        raise ValueError(f"on_tie must be one of {get_args(TiePolicy)}, got {on_tie!r}")
     by_file = _group_by_file(assignment, replicas)
     replied = sorted({r.worker for r in replicas})
     if all(len(reps) == 1 for reps in by_file.values()):
@@ -822,8 +849,9 @@ def detect(
             for file, c in comparisons.items()
         }
     else:
-        rule = "majority"
-        chosen = {file: _majority_replica(c, flagged) for file, c in comparisons.items()}
+        rule = "unanimity" if on_tie == "drop_disputed" else "majority"
+        pick = _unanimous_replica if on_tie == "drop_disputed" else _majority_replica
+        chosen = {file: pick(c, flagged) for file, c in comparisons.items()}
     accepted = {file: r for file, r in chosen.items() if r is not None}
     evidence = {
         w: _clique_evidence(
@@ -852,6 +880,14 @@ def _majority_replica(comparison: FileComparison, flagged: frozenset[int]) -> Re
     return comparison.replicas[best] if 2 * support[best] > len(voters) else None
 
 
+def _unanimous_replica(comparison: FileComparison, flagged: frozenset[int]) -> Replica | None:
+    """Return the unflagged replicas' common value when they all agree, else ``None``."""
+    voters = [i for i, r in enumerate(comparison.replicas) if r.worker not in flagged]
+    if not voters or not all(bool(comparison.agree[voters[0], j]) for j in voters[1:]):
+        return None
+    return comparison.replicas[voters[0]]
+
+
 def _clique_evidence(
     worker: int,
     conflicts: nx.Graph,
@@ -877,6 +913,7 @@ def _clique_evidence(
         mode=mode,
         tol=tol,
         num_max_cliques=num_max_cliques,
+        on_tie="majority" if rule == "majority" else "drop_disputed",
     )
 
 

@@ -31,8 +31,10 @@ from phalanx.aggregation import (
     geometric_median,
     krum,
     krum_selection,
+    largest_f,
     mean,
     median_of_means,
+    min_inputs,
     multi_krum,
     nearest_neighbor_mixing,
     pairwise_sq_distances,
@@ -676,3 +678,25 @@ def test_krum_breaks_equal_scores_by_lower_index() -> None:
     x = torch.tensor([[10.0], [0.0], [1.0]])
     assert krum_selection(x, f=0, m=3).tolist() == [1, 2, 0]
     assert torch.equal(krum(x, f=0), torch.tensor([0.0]))
+
+
+@pytest.mark.parametrize("rule", sorted(AGGREGATORS))
+def test_largest_f_is_the_largest_f_each_rule_accepts(rule: str) -> None:
+    torch.manual_seed(0)
+    for n in range(1, 12):
+        updates = torch.randn(n, 4)
+        f = largest_f(rule, n)
+
+        def accepts(k: int, updates: torch.Tensor = updates) -> bool:
+            try:
+                aggregate(rule, updates, f=k)
+            except ValueError:
+                return False
+            return True
+
+        if f is None:
+            assert not accepts(0)
+        else:
+            assert min_inputs(rule, f) <= n
+            if rule != "mean":
+                assert accepts(f) and not accepts(f + 1)

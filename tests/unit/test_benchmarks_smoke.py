@@ -58,16 +58,6 @@ def _report(round: int, flagged: tuple[int, ...], dropped: tuple[int, ...]) -> R
     )
 
 
-@pytest.mark.parametrize("rule", ["median", "multi_krum"])
-def test_largest_valid_f_is_the_largest_f_the_rule_accepts(rule: str) -> None:
-    def accepts(n: int, f: int) -> bool:
-        return n >= 2 * f + 3 if rule == "multi_krum" else n > 2 * f
-
-    for n in range(3, 20):
-        f = robustness.largest_valid_f(rule, n)
-        assert accepts(n, f) and not accepts(n, f + 1)
-
-
 @pytest.mark.parametrize(
     ("scheme", "q", "strategy"),
     [("groups", 5, "only_majorities"), ("subsets", 5, "fixed_disagreement")],
@@ -78,18 +68,25 @@ def test_strongest_strategy_is_the_worse_one_for_the_defence(
     assert robustness.strongest_strategy(_defence(scheme), q, seed=0) == strategy
 
 
-def test_distorted_fraction_counts_files_where_distorted_replicas_outnumber_honest_ones() -> None:
-    # DETOX under the strong attack with q = 3: one of the five groups holds two adversaries.
+def test_distorted_fraction_counts_files_whose_unflagged_replicas_are_all_distorted() -> None:
+    # DETOX under the strong attack with q = 3: one of the five groups holds two
+    # adversaries, whose agreement outnumbers (and gets flagged) the group's honest worker.
     case = robustness.Case(_defence("groups"), "alie", "strong", 3, "only_majorities", 0)
     config = case.config(SETTINGS)
-    fraction, consistent = robustness.round_distortion(config, _report(1, (), ()))
+    assignment = robustness.round_assignment(config, 1)
+    adversaries = robustness.adversaries(config)
+    file = next(f for f, ws in enumerate(assignment.files) if len(set(ws) & adversaries) == 2)
+    honest = next(w for w in assignment.files[file] if w not in adversaries)
+    fraction, consistent = robustness.round_distortion(config, _report(1, (honest,), ()))
     assert (fraction, consistent) == (0.2, True)
+    # Nobody flagged: the file's replicas disagree, so it is dropped, not distorted.
+    assert robustness.round_distortion(config, _report(1, (), (file,))) == (0.0, True)
+    assert robustness.round_distortion(config, _report(1, (), ())) == (0.0, False)
 
 
-def test_distorted_fraction_predicts_a_tie_as_a_dropped_file() -> None:
+def test_distorted_fraction_predicts_a_disputed_file_as_dropped() -> None:
     case = robustness.Case(_defence("groups"), "alie", "strong", 3, "only_majorities", 0)
     config = case.config(SETTINGS)
-    report = _report(1, (), ())
     assignment = robustness.round_assignment(config, 1)
     adversaries = robustness.adversaries(config)
     file = next(f for f, ws in enumerate(assignment.files) if len(set(ws) & adversaries) == 2)
@@ -101,7 +98,6 @@ def test_distorted_fraction_predicts_a_tie_as_a_dropped_file() -> None:
     # Only one adversary flagged: one distorted and one honest replica tie, the file drops.
     tie = _report(1, (one_adversary,), (file,))
     assert robustness.round_distortion(config, tie) == (0.0, True)
-    assert robustness.round_distortion(config, report)[1]
 
 
 def _row(**changes: object) -> Any:
@@ -137,7 +133,30 @@ def test_goals_say_when_the_weak_attack_costs_more_than_a_point() -> None:
     goals = {g.text.split(":")[1].strip(): g for g in robustness.goals(rows)}
     assert goals["every adversary flagged and no honest worker flagged"].met
     accuracy = next(g for text, g in goals.items() if text.startswith("final accuracy"))
-    assert not accuracy.met and "3.00 points" in accuracy.detail
+    assert not accuracy.met and "alie q = 5: +3.00 (1 seeds)" in accuracy.detail
+    assert "alie q = 3: +1.50" in accuracy.detail
+
+
+def test_the_strong_goal_averages_each_cell_over_the_seeds_both_sides_ran() -> None:
+    def cell(defence: str, attack: str, seed: int, accuracy: float) -> Any:
+        return _row(
+            defence=defence, attack=attack, mode="strong", q=5, seed=seed, final_accuracy=accuracy
+        )
+
+    base = robustness.DEFENCES[0].name
+    rows = [
+        cell("subsets (Aspis)", "ipm", 1, 0.80),
+        cell("subsets (Aspis)", "ipm", 2, 0.76),
+        cell("subsets (Aspis)", "ipm", 3, 0.99),  # no r = 1 run with seed 3: left out
+        cell(base, "ipm", 1, 0.70),
+        cell(base, "ipm", 2, 0.64),
+    ]
+    [goal] = robustness.goals(rows)
+    assert goal.met and "ipm +11.00" in goal.detail
+    rows.append(cell(base, "alie", 1, 0.75))
+    rows.append(cell("subsets (Aspis)", "alie", 1, 0.80))
+    [goal] = robustness.goals(rows)
+    assert not goal.met and "alie +5.00" in goal.detail
 
 
 def test_agreement_needs_the_same_flags_and_the_same_model() -> None:

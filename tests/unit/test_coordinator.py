@@ -236,3 +236,59 @@ def test_resume_with_the_codec_reaches_the_same_model_digest() -> None:
         checkpoint=first.checkpoints[2],
     )
     assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
+
+
+def r1_config(**overrides: object) -> RunConfig:
+    """r = 1, seven workers, two of them sending reversed gradients."""
+    base: dict[str, object] = {
+        "assignment": {"scheme": "none", "num_workers": 7, "r": 1},
+        "attack": {"name": "reversed_gradient", "q": 2},
+        "aggregation": {"rule": "median", "f": 3},
+    }
+    return small_config(**{**base, **overrides})
+
+
+def test_the_rule_tolerates_fewer_byzantine_inputs_once_flagged_workers_are_out() -> None:
+    # f = 3 needs 7 inputs for the median; flagging the two outliers leaves 5, so the
+    # coordinator hands the rule f = 2 instead of failing the round.
+    sink = run(r1_config())
+    assert all(set(r.flagged) == adversaries(r1_config()) for r in sink.reports)
+    assert {r.metrics["f_used"] for r in sink.reports} == {2.0}
+    assert {r.metrics["accepted_files"] for r in sink.reports} == {5.0}
+
+
+def test_outlier_screening_can_be_switched_off() -> None:
+    config = r1_config(detection={"outlier_threshold": None})
+    sink = run(config)
+    assert all(r.flagged == () for r in sink.reports)
+    assert {r.metrics["f_used"] for r in sink.reports} == {3.0}
+
+
+def test_a_flagged_worker_gets_no_work_for_the_configured_rounds_even_across_a_resume() -> None:
+    config = small_config(rounds=5, detection={"exclude_flagged_for": 2})
+    truth = adversaries(config)
+    sink = run(config)
+    # Flagged in round 1, benched in 2 and 3, back (and flagged again) in 4, benched in 5.
+    assert [set(r.flagged) for r in sink.reports] == [truth, set(), set(), truth, set()]
+    assert [r.metrics["benched_workers"] for r in sink.reports] == [0.0, 2.0, 2.0, 0.0, 2.0]
+    assert sink.reports[1].bytes_up < sink.reports[0].bytes_up
+
+    first = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=first,
+        transport=transport(config),
+        should_stop=lambda: len(first.reports) >= 2,
+    )
+    resumed = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=resumed,
+        transport=transport(config),
+        start_round=3,
+        checkpoint=first.checkpoints[2],
+    )
+    assert [r.metrics["benched_workers"] for r in resumed.reports] == [2.0, 0.0, 2.0]
+    assert resumed.reports[-1].model_digest == sink.reports[-1].model_digest

@@ -329,7 +329,7 @@ def pairwise_attack() -> tuple[Assignment, list[Replica]]:
 
 def test_competing_max_cliques_fall_back_to_per_file_majority() -> None:
     assignment, replicas = pairwise_attack()
-    verdict = detect(assignment, replicas)
+    verdict = detect(assignment, replicas, on_tie="majority")
     assert verdict.rule == "majority"
     assert set(verdict.max_cliques) == {frozenset({0, 1, 4, 5}), frozenset({2, 3, 4, 5})}
     assert verdict.num_max_cliques == 2
@@ -357,11 +357,51 @@ def test_flagged_colluders_cannot_outvote_an_honest_replica() -> None:
         for w in workers:
             lies = w in (5, 6) or (f >= 11 and w in (2, 4))
             replicas.append(make_replica(w, f, wrong_value(f, 1) if lies else honest_value(f)))
-    verdict = detect(assignment, replicas)
+    verdict = detect(assignment, replicas, on_tie="majority")
     assert verdict.rule == "majority"
     assert {5, 6} <= verdict.flagged
     assert verdict.accepted_from[0] == 0
     assert torch.equal(verdict.accepted[0], honest_value(0))
+
+
+def colluding_pair() -> tuple[Assignment, list[Replica]]:
+    """Files are the triples of 6 workers. Colluders 0 and 1 lie together only on the two
+    files they share with honest worker 2 or 3, so {0, 1, 4, 5} and {2, 3, 4, 5} tie as
+    largest agreeing groups and the colluders hold the majority of those two files."""
+    assignment = subsets(6, 3)
+    replicas = []
+    for f, workers in enumerate(assignment.files):
+        lied = {0, 1} <= set(workers) and bool({2, 3} & set(workers))
+        for w in workers:
+            lies = lied and w in (0, 1)
+            replicas.append(make_replica(w, f, wrong_value(f, 1) if lies else honest_value(f)))
+    return assignment, replicas
+
+
+def test_a_tie_drops_every_disputed_file_by_default() -> None:
+    assignment, replicas = colluding_pair()
+    verdict = detect(assignment, replicas)
+    assert verdict.rule == "unanimity" and verdict.num_max_cliques == 2
+    assert verdict.flagged == frozenset()
+    disputed = {assignment.files.index(t) for t in ((0, 1, 2), (0, 1, 3))}
+    assert set(verdict.dropped) == disputed
+    assert all(torch.equal(v, honest_value(f)) for f, v in verdict.accepted.items())
+    assert "tied largest" in verdict.explain(0)
+
+
+def test_a_tie_under_the_majority_rule_hands_colluders_the_files_they_outnumber() -> None:
+    assignment, replicas = colluding_pair()
+    verdict = detect(assignment, replicas, on_tie="majority")
+    disputed = {assignment.files.index(t) for t in ((0, 1, 2), (0, 1, 3))}
+    assert verdict.dropped == ()
+    assert {verdict.accepted_from[f] for f in disputed} <= {0, 1}
+    assert not any(torch.equal(verdict.accepted[f], honest_value(f)) for f in disputed)
+
+
+def test_unknown_tie_policy_is_refused() -> None:
+    assignment, replicas = colluding_pair()
+    with pytest.raises(ValueError, match="on_tie"):
+        detect(assignment, replicas, on_tie="coin")  # type: ignore[arg-type]
 
 
 def test_file_whose_replicas_are_all_flagged_is_dropped() -> None:
@@ -425,7 +465,7 @@ def test_exact_mode_counts_honest_noise_as_disagreement() -> None:
     ]
     assert detect(assignment, replicas, mode="auto").flagged == frozenset()
     exact = detect(assignment, replicas, mode="exact")
-    assert exact.rule == "majority" and len(exact.dropped) == assignment.num_files
+    assert exact.rule == "unanimity" and len(exact.dropped) == assignment.num_files
 
 
 # --- r = 1: outliers --------------------------------------------------------------------

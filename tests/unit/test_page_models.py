@@ -113,7 +113,7 @@ def test_tied_groups_leave_unflagged_pairs_unrecorded() -> None:
             value = -honest_value(f) + w if lies else honest_value(f)
             replicas.append(replica(w, f, value))
     verdict = detect(assignment, replicas)
-    assert verdict.rule == "majority" and verdict.flagged == {6}
+    assert verdict.rule == "unanimity" and verdict.flagged == {6}
     graph = agreement_graph(1, 7, 2, stored_events(verdict))
     states = edge_states(graph)
     assert all(states[frozenset((6, w))] == "disagree" for w in range(6))

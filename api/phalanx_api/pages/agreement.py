@@ -204,9 +204,10 @@ def agreement_graph(
         return _reduced(round_number, flagged_sorted, conflicts, clients)
     if tied:
         notes.append(
-            "Several groups of agreeing workers tied for largest, so each file was decided by "
-            "majority. Disagreements between two unflagged workers were not recorded; those "
-            "pairs are drawn dotted."
+            "Several groups of agreeing workers tied for largest, so no group could be trusted "
+            "as the honest one: disputed files were left out (or, under the majority policy, "
+            "decided by majority). Disagreements between two unflagged workers were not "
+            "recorded; those pairs are drawn dotted."
         )
     if silent:
         notes.append(f"{_listing(sorted(silent))} sent no reply that could be compared (grey).")

@@ -22,7 +22,7 @@ DETECTION_KINDS = frozenset({"outside_max_clique", "majority_minority", "outlier
 #: Each known kind in a few words.
 KIND_HEADLINES: Mapping[str, str] = {
     "outside_max_clique": "Disagreed with the largest group of agreeing workers",
-    "majority_minority": "Outvoted on its files (no single largest agreeing group)",
+    "majority_minority": "Outside every tied largest group of agreeing workers",
     "outlier": "Update far from everyone else's (single replica, weak evidence)",
     "low_degree": "Agreed with too few workers over several rounds",
     "malformed_reply": "Sent a reply that could not be read",
@@ -43,9 +43,10 @@ KIND_ADVICE: Mapping[str, str] = {
         "of this are strong evidence of an attack or a broken client."
     ),
     "majority_minority": (
-        "Several groups of agreeing workers were equally large, so each file's value was "
-        "decided by majority. This worker lost those votes; check whether it keeps losing "
-        "them across rounds."
+        "Several groups of agreeing workers were equally large and this worker belonged to "
+        "none of them: it disagreed with members of every one. Disputed files were left "
+        "out (or decided by majority, if the run says so); check whether it keeps "
+        "happening across rounds."
     ),
     "outlier": (
         "With one worker per file nothing could be compared; the flag rests on distance "
