@@ -240,8 +240,13 @@ def markdown(result: dict[str, Any]) -> str:
         f"(rho {RHO}); history of {ROUNDS} compressed broadcasts. One core: "
         "`torch.set_num_threads(1)`, BLAS/OpenMP at one thread; times are the best of "
         f"{result['repeats']} runs in process CPU time (wall time beside). zstd level 3 runs "
-        "on the raw float32 bytes in the same process. Default `CodecConfig` "
-        f"(lambda {main['rd_lambda']}).",
+        "on the raw float32 bytes in the same process. "
+        + (
+            "`CodecConfig(unbiased=True)` (stochastic rounding, `--unbiased`) "
+            if result["config"].get("unbiased")
+            else "Default `CodecConfig` "
+        )
+        + f"(lambda {main['rd_lambda']}).",
         "",
         f"Machine: {result['machine']}, {result['cpu_count']} cores, load average "
         f"{result['load_average_before']:.1f} before and {result['load_average_after']:.1f} after "
@@ -346,13 +351,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, three lambdas")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per measurement")
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for codec.json/.md")
+    parser.add_argument(
+        "--unbiased",
+        action="store_true",
+        help="measure the unbiased (stochastically rounded) uplink mode, codec.unbiased",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     repeats = args.repeats or (5 if args.quick else 15)
     lambdas = (0.03, 0.1, 0.3) if args.quick else (0.01, 0.03, 0.1, 0.3, 1.0)
 
     gradients, update = trajectory(seed=1)
-    config = CodecConfig()
+    config = CodecConfig(unbiased=args.unbiased)
     history = warm_history(config, gradients)
     cold_history = DeltaHistory.from_config(SPEC, config)
 
@@ -373,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             "predictors": [p.name for p in config.predictors],
             "step_sizes": list(config.step_sizes),
             "ternary": config.ternary,
+            "unbiased": config.unbiased,
             "rd_lambda": config.rd_lambda,
             "censor_threshold": config.censor_threshold,
             "history_length": config.history_length,

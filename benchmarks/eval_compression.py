@@ -20,7 +20,11 @@ Methods (uplink; the downlink is what the channel sends, counted as it is):
 - ``signsgd``: one bit per coordinate plus one float32 scale per layer.
 - ``predictive coding``: the platform's codec (``CodecChannel`` and
   ``ModelReplica`` through ``config.codec``) at several rate weights lambda; its
-  downlink is the compressed global delta.
+  downlink is the compressed global delta. ``lambda`` is ``codec.rd_lambda``;
+  ``downlink_lambda`` is ``codec.downlink_rd_lambda``, the broadcast's own rate
+  weight (unset: the broadcast is coded at ``rd_lambda`` too); ``unbiased``
+  is ``codec.unbiased`` (stochastic rounding of the uplink). Every row is a
+  plain run config.
 
 Baselines plug into the same coordinator and workers (``compression_baselines``:
 a ``BaselineReplica`` encodes, a ``BaselineChannel`` decodes). Runs go through
@@ -36,7 +40,11 @@ Bytes: ``uplink_bytes`` is the sum over rounds of the round reports'
 parameters)). ``reduction_vs_fp32`` is ``1 - uplink_bytes / fp32's`` at the same r.
 
 Writes ``benchmarks/results/compression.json``, ``compression.md`` and
-``compression_r1.png`` / ``compression_r3.png``.
+``compression_r1.png`` / ``compression_r3.png``. ``--only LABEL`` (repeatable)
+reruns just those methods and merges their rows into an existing
+``compression.json`` (replacing the rows of the same method and r), so one
+method can be rerun without the whole grid; ``--only`` also accepts the
+methods of ``EXTRA_METHODS``, which the full grid leaves out.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ from compression_baselines import (  # noqa: E402
 )
 from torch import Tensor  # noqa: E402
 
-from phalanx.channel import CodecChannel, Downlink, codec_config  # noqa: E402
+from phalanx.channel import Downlink  # noqa: E402
 from phalanx.codec import LayerSpec  # noqa: E402
 from phalanx.config import RunConfig  # noqa: E402
 from phalanx.coordinator import Exchange  # noqa: E402
@@ -145,17 +153,23 @@ class Method:
 
 
 def predictive(
-    rd_lambda: float, *, error_feedback: bool = False, downlink_lambda: float | None = None
+    rd_lambda: float,
+    *,
+    error_feedback: bool = False,
+    downlink_lambda: float | None = None,
+    unbiased: bool = False,
 ) -> Method:
     """The platform's codec at ``rd_lambda``.
 
-    ``downlink_lambda`` gives the coordinator's broadcast its own rate weight
-    (a diagnostic the run config cannot express: ``codec.rd_lambda`` sets both
-    directions); workers still encode their uplink at ``rd_lambda``.
+    ``downlink_lambda`` sets ``codec.downlink_rd_lambda``, the rate weight of
+    the coordinator's broadcast; workers encode their uplink at ``rd_lambda``.
+    ``unbiased`` sets ``codec.unbiased`` (stochastic rounding of the uplink).
     """
     params: tuple[tuple[str, float | int | bool], ...] = (("lambda", rd_lambda),)
     if downlink_lambda is not None:
         params += (("downlink_lambda", downlink_lambda),)
+    if unbiased:
+        params += (("unbiased", True),)
     if error_feedback:
         params += (("error_feedback", True),)
     return Method("predictive coding", params, r_one_only=error_feedback)
@@ -176,12 +190,19 @@ METHODS = (
     predictive(0.3, error_feedback=True),
     *(predictive(lam, downlink_lambda=DOWNLINK_LAMBDA) for lam in (0.3, 1.0)),
 )
+EXTRA_METHODS = (
+    # Unbiased (stochastically rounded) uplink at about the rate of lambda=0.3: left out of
+    # the full grid, run with --only.
+    predictive(10.0, downlink_lambda=DOWNLINK_LAMBDA, unbiased=True),
+    predictive(3.0, downlink_lambda=DOWNLINK_LAMBDA, unbiased=True),
+)
 QUICK_METHODS = (
     FP32,
     Method("qsgd", (("s", 16), ("bucket", 512))),
     Method("top-k + EF", (("fraction", 0.005),), r_one_only=True),
     predictive(0.1),
     predictive(0.3),
+    predictive(1.0, downlink_lambda=DOWNLINK_LAMBDA),
 )
 
 
@@ -219,6 +240,8 @@ class Case:
             codec = {
                 "enabled": True,
                 "rd_lambda": self.method.setting("lambda"),
+                "downlink_rd_lambda": dict(self.method.params).get("downlink_lambda"),
+                "unbiased": bool(dict(self.method.params).get("unbiased", False)),
                 "error_feedback": self.method.error_feedback,
             }
         return RunConfig.model_validate(
@@ -247,6 +270,32 @@ class Case:
 def grid(methods: Sequence[Method], rs: Sequence[int]) -> list[Case]:
     """Every method at every r it supports."""
     return [Case(m, r) for r in rs for m in methods if r == 1 or not m.r_one_only]
+
+
+def select(
+    methods: Sequence[Method], only: Sequence[str], extra: Sequence[Method] = ()
+) -> list[Method]:
+    """The methods ``--only`` names, by label or key, in grid order (all if none named).
+
+    ``extra`` methods are left out unless named.
+
+    Raises
+    ------
+    ValueError
+        For a name that is no method's label or key; the message lists the labels.
+    """
+    if not only:
+        return list(methods)
+    pool = [*methods, *(m for m in extra if m not in methods)]
+    known = {m.label: m for m in pool} | {m.key: m for m in pool}
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown method {', '.join(map(repr, unknown))}; choose from: "
+            + "; ".join(m.label for m in pool)
+        )
+    wanted = {known[name] for name in only}
+    return [m for m in pool if m in wanted]
 
 
 # --------------------------------------------------------------------------- running a case
@@ -414,16 +463,6 @@ def run_case(case: Case, settings: Settings) -> Row:
             if compressor is not None:
                 coordinator.channel = BaselineChannel(coordinator.params, compressor)
                 coordinator.decode = coordinator.channel.decoder
-            downlink_lambda = dict(case.method.params).get("downlink_lambda")
-            if downlink_lambda is not None:
-                broadcast = config.codec.model_copy(update={"rd_lambda": downlink_lambda})
-                coordinator.channel = CodecChannel(
-                    layer_shapes(coordinator.model),
-                    coordinator.params,
-                    codec_config(broadcast),
-                    config.seed,
-                )
-                coordinator.decode = coordinator.channel.decoder
             coordinator.run()
     except Exception as exc:  # the grid goes on; the row says what failed
         error = f"round {len(sink.reports) + 1}: {type(exc).__name__}: {exc}"
@@ -506,6 +545,20 @@ def run_grid(
             done[futures[future]] = future.result()
             log(done[futures[future]])
     return [done[case] for case in cases]
+
+
+def merge(old: Sequence[Row], new: Sequence[Row]) -> list[Row]:
+    """``old`` with each row of the same label, r, transport and rounds as a new row replaced.
+
+    New rows of cases ``old`` does not have are appended.
+    """
+
+    def case_of(x: Row) -> tuple[str, int, str, int]:
+        return (x.label, x.r, x.transport, x.rounds)
+
+    fresh = {case_of(x): x for x in new}
+    merged = [fresh.pop(case_of(x), x) for x in old]
+    return [*merged, *fresh.values()]
 
 
 # --------------------------------------------------------------------------- judging
@@ -816,26 +869,43 @@ def describe(
     quick: bool,
     *,
     rewritten: bool = False,
+    rerun: Sequence[str] = (),
 ) -> list[str]:
-    """The settings and caveats that head compression.md."""
+    """The settings and caveats that head compression.md.
+
+    ``rerun`` lists the labels that ``--only`` ran and merged into the rows of
+    an earlier compression.json (``minutes`` is then the rerun's time).
+    """
     zstd_same = [
         (x.r, x.digest_by_round[-1:] == ref.digest_by_round[-1:])
         for x in rows
         if x.method == "zstd" and (ref := _reference(rows, x.r)) is not None and x.error is None
     ]
     flagged = {(x.r, x.label): x.flagged for x in rows if x.flagged and x.transport == IN_PROCESS}
-    lines = [
-        (
+    command = f"python benchmarks/eval_compression.py{' --quick' if quick else ''}"
+    machine = (
+        f"({jobs} process{'es' if jobs > 1 else ''}, one torch thread each) on "
+        f"{platform.machine()} with {os.cpu_count()} cores shared with other work (load average "
+        f"{os.getloadavg()[0]:.1f} at the end). Python {platform.python_version()}, torch "
+        f"{torch.__version__}."
+    )
+    if rewritten:
+        head = (
             f"Rewritten from compression.json by `--report-only`; its runs took "
             f"{minutes:.1f} minutes of run time in all."
-            if rewritten
-            else f"Generated by `python benchmarks/eval_compression.py"
-            f"{' --quick' if quick else ''} --jobs {jobs}` in {minutes:.1f} minutes ({jobs} "
-            f"process{'es' if jobs > 1 else ''}, one torch thread each) on {platform.machine()} "
-            f"with {os.cpu_count()} cores shared with other work (load average "
-            f"{os.getloadavg()[0]:.1f} at the end). Python {platform.python_version()}, torch "
-            f"{torch.__version__}."
-        ),
+        )
+    elif rerun:
+        only = " ".join(f"--only '{label}'" for label in rerun)
+        head = (
+            f"Rows of {'; '.join(rerun)} rerun by `{command} {only} --jobs {jobs}` in "
+            f"{minutes:.1f} minutes {machine} The other rows come from the previous "
+            f"compression.json; all runs took {sum(x.seconds for x in rows) / 60:.1f} minutes "
+            "of run time in all."
+        )
+    else:
+        head = f"Generated by `{command} --jobs {jobs}` in {minutes:.1f} minutes {machine}"
+    lines = [
+        head,
         "",
         f"**Setup.** Fashion-MNIST, the small CNN ({_parameters():,} parameters), K = {K} "
         f"workers, no attack, {settings.rounds} rounds, seed {settings.seed}; each file's update "
@@ -881,14 +951,13 @@ def describe(
         "bytes, disagree, and be flagged; the same holds for the codec's own "
         "`error_feedback`, which the run config refuses with r > 1. *signsgd*: one bit per "
         "coordinate plus each layer's mean magnitude (float32), aggregated by the mean rule "
-        "(not majority vote). *predictive coding*: `config.codec` with `enabled = true` and "
-        "the given `rd_lambda`, every other codec setting at its default; `rd_lambda` weighs "
-        "the rate of the uplink updates and of the coordinator's broadcast alike. "
-        f"*downlink_lambda={DOWNLINK_LAMBDA}* marks a diagnostic the run config cannot "
-        "express: the coordinator's `CodecChannel` is built with that `rd_lambda` while the "
-        "workers' `ModelReplica` encodes the uplink at `lambda` (both library classes, "
-        "composed in this script; decoding does not depend on lambda, and the workers stayed "
-        "in sync without asking for the full state).",
+        "(not majority vote). *predictive coding*: `config.codec` with `enabled = true`, "
+        "`rd_lambda` = *lambda* and, where the row gives one, `downlink_rd_lambda` = "
+        "*downlink_lambda* and `unbiased` = *unbiased* (stochastic rounding of the uplink), "
+        "every other codec setting at its default. The workers code their updates at "
+        "`rd_lambda`, the coordinator its broadcast of the global delta at "
+        "`downlink_rd_lambda` (at `rd_lambda` too where the row gives none); decoding does "
+        "not depend on lambda. Every row is a plain run config.",
     ]
     if flagged:
         lines += [
@@ -927,6 +996,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="rewrite compression.md from compression.json"
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="run only this method (its label, e.g. 'predictive coding (lambda=0.3)', or key; "
+        "repeatable) without the Flower comparison, and merge its rows into the existing "
+        "compression.json of --out",
+    )
     args = parser.parse_args(argv)
 
     settings = Settings(
@@ -936,24 +1014,37 @@ def main(argv: list[str] | None = None) -> int:
         samples_per_file={1: 32, 3: 14},
     )
     rs = [int(r) for r in args.r.split(",")]
-    methods = QUICK_METHODS if args.quick else METHODS
+    try:
+        methods = select(QUICK_METHODS if args.quick else METHODS, args.only, EXTRA_METHODS)
+    except ValueError as exc:
+        parser.error(str(exc))
+    flower = not (args.no_flower or args.only)
     flower_case = Case(predictive(0.1), max(rs), FLOWER, rounds=settings.flower_rounds)
     twin = replace(flower_case, transport=IN_PROCESS)
     results = args.out / "compression.json"
+    previous: list[Row] = []
     if args.report_only:
         rows = [Row(**x) for x in json.loads(results.read_text(encoding="utf-8"))]
         minutes = sum(x.seconds for x in rows) / 60
         settings = replace(settings, rounds=max(x.rounds for x in rows))
     else:
+        if args.only and results.exists():
+            previous = [Row(**x) for x in json.loads(results.read_text(encoding="utf-8"))]
+            held = max(x.rounds for x in previous)
+            if held != settings.rounds:
+                parser.error(
+                    f"{results} holds {held}-round runs; rerun with --rounds {held} to merge, "
+                    "or write elsewhere with --out"
+                )
         started = time.perf_counter()
         cases = grid(methods, rs)
-        if not args.no_flower:
+        if flower:
             cases.append(twin)
         rows = run_grid(cases, settings, args.jobs, _log)
-        if not args.no_flower:
+        if flower:
             rows.append(run_case(flower_case, settings))
             _log(rows[-1])
-        rows = with_references(rows, settings.rounds)
+        rows = with_references(merge(previous, rows), settings.rounds)
         minutes = (time.perf_counter() - started) / 60
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
@@ -961,7 +1052,15 @@ def main(argv: list[str] | None = None) -> int:
         results.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     for r in rs:
         plot(rows, r, args.out / f"compression_r{r}.png", settings.rounds)
-    notes = describe(settings, rows, args.jobs, minutes, args.quick, rewritten=args.report_only)
+    notes = describe(
+        settings,
+        rows,
+        args.jobs,
+        minutes,
+        args.quick,
+        rewritten=args.report_only,
+        rerun=[m.label for m in methods] if previous else (),
+    )
     text = markdown(rows, settings, notes, settings.rounds)
     (args.out / "compression.md").write_text(text, encoding="utf-8")
     sys.stdout.write(text)

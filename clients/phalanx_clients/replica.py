@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from phalanx.channel import Downlink, codec_config
+from phalanx.channel import Downlink, codec_config, downlink_codec_config
 from phalanx.codec import CodecError, ErrorFeedback, GlobalModel, LayerSpec, encode_update
 from phalanx.config import CodecSettings
 from phalanx.replies import float32_payload
@@ -34,6 +34,9 @@ class ModelReplica:
         self.layers = layers
         self.run_seed = run_seed
         self.config = codec_config(settings)
+        # The global model mirrors the coordinator's, whose broadcast is coded at
+        # codec.downlink_rd_lambda; decoding does not depend on lambda either way.
+        self.downlink_config = downlink_codec_config(settings)
         self.model: GlobalModel | None = None
         self.feedback: ErrorFeedback | None = None
         self._weights: np.ndarray | None = None
@@ -54,7 +57,7 @@ class ModelReplica:
         if downlink.kind == "full":
             if downlink.weights is None:
                 raise OutOfSyncError("a full downlink without weights")
-            model = GlobalModel(self.layers, downlink.weights, config=self.config)
+            model = GlobalModel(self.layers, downlink.weights, config=self.downlink_config)
             if downlink.history:
                 model.history.restore(downlink.history)
             self.model = model
@@ -109,7 +112,7 @@ class ModelReplica:
         }
         if not model_state or not self.settings.enabled:
             return
-        model = GlobalModel(self.layers, model_state["weights"], config=self.config)
+        model = GlobalModel(self.layers, model_state["weights"], config=self.downlink_config)
         model.restore(model_state)
         self.model = model
         if "feedback" in state:

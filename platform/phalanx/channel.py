@@ -6,11 +6,17 @@ workers apply its reconstruction, so both sides keep identical weights and an
 identical delta history (which the uplink predictors use). A worker whose
 state does not match the broadcast's base asks for a sync: the full weights
 and history, once.
+
+The two directions have their own rate weight: workers code their updates at
+``codec.rd_lambda``, the coordinator codes its broadcast at
+``codec.downlink_rd_lambda`` (``rd_lambda`` when unset); ``codec.unbiased``
+(stochastic rounding) applies to the uplink only. Both only steer the encoder,
+so nobody needs the other side's to decode.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -25,15 +31,52 @@ HISTORY_PREFIX = "history."
 
 
 def codec_config(settings: CodecSettings) -> CodecConfig:
-    """Translate the run config's codec section into the codec's own settings."""
+    """Translate the run config's codec section into the codec's settings for the uplink.
+
+    Parameters
+    ----------
+    settings : CodecSettings
+        The run config's codec section.
+
+    Returns
+    -------
+    CodecConfig
+        The settings every worker encodes its updates with and the coordinator
+        decodes them with; ``rd_lambda`` is ``settings.rd_lambda``.
+    """
     return CodecConfig(
         step_sizes=settings.step_sizes,
         ternary=settings.ternary,
+        unbiased=settings.unbiased,
         rd_lambda=settings.rd_lambda,
         censor_threshold=settings.censor_threshold,
         error_feedback=settings.error_feedback,
         history_length=settings.history_length,
     )
+
+
+def downlink_lambda(settings: CodecSettings) -> float:
+    """Return the rate weight of the coordinator's broadcast.
+
+    ``settings.downlink_rd_lambda``, or ``settings.rd_lambda`` when that is
+    ``None``.
+    """
+    if settings.downlink_rd_lambda is None:
+        return settings.rd_lambda
+    return settings.downlink_rd_lambda
+
+
+def downlink_codec_config(settings: CodecSettings) -> CodecConfig:
+    """Translate the run config's codec section into the broadcast's settings.
+
+    Equal to :func:`codec_config` but for ``rd_lambda``, which is
+    :func:`downlink_lambda`, and ``unbiased``, which is off: the broadcast is one
+    payload applied as it is (its error carried into the next broadcast), not
+    one of many estimates averaged. Both only steer the encoder's choices (they
+    are not in the bitstream and the decoder never reads them), so workers
+    decode the broadcast with either config.
+    """
+    return replace(codec_config(settings), rd_lambda=downlink_lambda(settings), unbiased=False)
 
 
 @dataclass(frozen=True)
@@ -103,15 +146,33 @@ class CodecChannel:
     params : Tensor
         The initial global weights (sent in full in the first round).
     config : CodecConfig
-        The run's codec settings.
+        The run's codec settings: the workers' uplink payloads decode with it.
     run_seed : int
         Seeds the quantizers' random streams.
+    downlink_rd_lambda : float, optional
+        ``rd_lambda`` of the broadcast encoder; ``None`` keeps
+        ``config.rd_lambda``. The broadcast always rounds deterministically
+        (``unbiased`` off); everything else of its config is ``config``'s, so
+        workers decode the broadcast with the run's config.
     """
 
-    def __init__(self, layers: LayerSpec, params: Tensor, config: CodecConfig, run_seed: int):
+    def __init__(
+        self,
+        layers: LayerSpec,
+        params: Tensor,
+        config: CodecConfig,
+        run_seed: int,
+        *,
+        downlink_rd_lambda: float | None = None,
+    ):
         self.config = config
+        self.downlink_config = replace(
+            config,
+            rd_lambda=config.rd_lambda if downlink_rd_lambda is None else downlink_rd_lambda,
+            unbiased=False,
+        )
         self.run_seed = run_seed
-        self.model = GlobalModel(layers, params.detach().numpy(), config=config)
+        self.model = GlobalModel(layers, params.detach().numpy(), config=self.downlink_config)
         self._pending = b""
         self._base = ""
 
@@ -174,7 +235,17 @@ Channel = PlainChannel | CodecChannel
 def make_channel(
     settings: CodecSettings, layers: LayerSpec, params: Tensor, run_seed: int
 ) -> Channel:
-    """Build the channel a run config asks for."""
+    """Build the channel a run config asks for.
+
+    With the codec, the workers' uplink is coded at ``settings.rd_lambda`` and
+    the broadcast at :func:`downlink_lambda`.
+    """
     if settings.enabled:
-        return CodecChannel(layers, params, codec_config(settings), run_seed)
+        return CodecChannel(
+            layers,
+            params,
+            codec_config(settings),
+            run_seed,
+            downlink_rd_lambda=downlink_lambda(settings),
+        )
     return PlainChannel(params)

@@ -161,6 +161,14 @@ class CodecSettings(_Section):
         default=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), min_length=1, description="Relative to scale."
     )
     ternary: bool = True
+    unbiased: bool = Field(
+        default=False,
+        description="Uplink only: round the workers' updates stochastically (seeded, so "
+        "replicas agree) so that each decoded update is an unbiased estimate and the errors "
+        "average out in the aggregate, instead of rounding every value within half a step of "
+        "the prediction to the prediction in every update alike. More bits at a given "
+        "rd_lambda. The broadcast keeps deterministic rounding.",
+    )
     censor_threshold: float = Field(default=0.05, ge=0.0)
     history_length: int = Field(default=3, ge=1, le=64)
     error_feedback: bool = Field(

@@ -84,3 +84,37 @@ def test_cli_refuses_an_invalid_config_before_anything_starts(tmp_path: Path) ->
     assert result.exit_code == 2
     assert "assignment" in result.output and "nearest valid K: 15" in result.output
     assert not (tmp_path / "phalanx.db").exists()
+
+
+def test_codec_downlink_lambda_and_unbiased_round_trip_through_json_and_toml(
+    tmp_path: Path,
+) -> None:
+    default = RunConfig().codec
+    assert default.downlink_rd_lambda is None and not default.unbiased
+    config = RunConfig.model_validate(
+        {
+            "codec": {
+                "enabled": True,
+                "rd_lambda": 1.0,
+                "downlink_rd_lambda": 0.03,
+                "unbiased": True,
+            }
+        }
+    )
+    assert (config.codec.rd_lambda, config.codec.downlink_rd_lambda) == (1.0, 0.03)
+    assert config.codec.unbiased
+    as_json = tmp_path / "run.json"
+    as_json.write_text(config.model_dump_json())
+    assert load_run_config(as_json) == config
+    as_toml = tmp_path / "run.toml"
+    as_toml.write_text(
+        "[codec]\nenabled = true\nrd_lambda = 1.0\ndownlink_rd_lambda = 0.03\nunbiased = true\n"
+    )
+    assert load_run_config(as_toml).codec == config.codec
+
+
+def test_codec_downlink_lambda_must_be_positive() -> None:
+    for bad in (0.0, -0.1):
+        assert "codec.downlink_rd_lambda" in _error({"codec": {"downlink_rd_lambda": bad}}).replace(
+            "\n", "."
+        )

@@ -16,7 +16,10 @@ The downlink goes through the same codec: :class:`GlobalModel` holds the
 weights and the history on the coordinator (``broadcast``) and on each worker
 (``receive``), and keeps them identical. :class:`ErrorFeedback` carries a
 worker's quantization error into its next update, for runs with replication 1
-only (:func:`check_codec_compatible`). Malformed payloads raise
+only (:func:`check_codec_compatible`). ``CodecConfig(unbiased=True)`` rounds
+stochastically, from the same seeded stream, so that a decoded update is an
+unbiased estimate of the update (for the uplink, whose errors average out in
+the aggregate). Malformed payloads raise
 :class:`CodecError`; the bitstream format is documented in
 :mod:`phalanx.codec.bitstream`.
 """

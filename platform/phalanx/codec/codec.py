@@ -43,6 +43,7 @@ from .quantizers import (
     Quantizer,
     add_prediction,
     dequantize_into,
+    quantize_stochastic,
     quantize_ternary,
     quantize_uniform,
     ternary_rng,
@@ -302,6 +303,7 @@ def _search(
                 step_sizes=config.step_sizes,
                 ternary=config.ternary,
                 rd_lambda=config.rd_lambda,
+                unbiased=config.unbiased,
             )
             if choice is not None:
                 return choice
@@ -321,9 +323,12 @@ def _quantize(
     choice: Choice,
     rng: np.random.Generator,
     out: FloatArray,
+    unbiased: bool = False,
 ) -> _Coded | None:
     """Quantize the whole layer's residual and reconstruct it into ``out``.
 
+    ``unbiased`` rounds the uniform quantizer stochastically and sets the
+    ternary scale to the whole residual's peak (the search only saw a sample).
     ``None`` when this prediction cannot be used safely: its residual overflows
     ``float32`` or the decoder's reconstruction bound would refuse it.
     """
@@ -338,17 +343,29 @@ def _quantize(
             step = np.float32(peak / (MAX_SYMBOL - 1))
             while peak / float(step) > MAX_SYMBOL - 1:
                 step = np.nextafter(step, np.float32(np.inf))
-        # rint(x / step) is monotone in x, so the extremes map to the extreme symbols.
-        sym_min = int(np.rint(np.divide(np.float32(low), step, dtype=np.float32)))
-        sym_max = int(np.rint(np.divide(np.float32(high), step, dtype=np.float32)))
+        # x / step is monotone in x, so the extremes map to the extreme symbols
+        # (stochastic rounding: at most one above floor(x / step)).
+        low_ratio = np.divide(np.float32(low), step, dtype=np.float32)
+        high_ratio = np.divide(np.float32(high), step, dtype=np.float32)
+        if unbiased:
+            sym_min, sym_max = int(np.floor(low_ratio)), int(np.ceil(high_ratio))
+        else:
+            sym_min, sym_max = int(np.rint(low_ratio)), int(np.rint(high_ratio))
         bound = reconstruction_bound(
             float(choice.gain), prediction_peak, float(step), sym_min, sym_max
         )
         if bound > BOUND:
             return None
-        symbols = quantize_uniform(full, step, out=None if full is update else full)
+        if unbiased:
+            symbols = quantize_stochastic(full, step, rng)
+            # The draws may miss an extreme symbol: code the alphabet actually used.
+            sym_min, sym_max = int(symbols.min()), int(symbols.max())
+        else:
+            symbols = quantize_uniform(full, step, out=None if full is update else full)
         packed, counts = _pack(symbols, sym_min, sym_max - sym_min + 1)
     else:
+        if unbiased:
+            step = np.float32(max(-low, high))  # the whole layer's peak: nothing clipped
         if reconstruction_bound(float(choice.gain), prediction_peak, float(step), -1, 1) > BOUND:
             return None
         symbols = quantize_ternary(full, step, rng)
@@ -402,7 +419,7 @@ def _encode_layer(
             prediction = predictions[found.predictor]
             peak = history.peak(found.predictor, layer) if prediction is not None else 0.0
             rng = ternary_rng(seed_context, layer)
-            coded = _quantize(update, prediction, peak, found, rng, out)
+            coded = _quantize(update, prediction, peak, found, rng, out, config.unbiased)
             if coded is not None:
                 return coded
             # Fall back to no prediction: always safe, because encode_update bounds

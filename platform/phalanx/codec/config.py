@@ -13,7 +13,10 @@ class CodecConfig:
     """What the encoder may choose from, and how it trades rate for distortion.
 
     Encoder and decoder must use equal configs (the decoder refuses payloads
-    that use a predictor or quantizer the config does not enable).
+    that use a predictor or quantizer the config does not enable), except for
+    the encoder-only settings ``unbiased``, ``rd_lambda``, ``censor_threshold``
+    and ``rd_sample_size``, which the decoder never reads: a coordinator may
+    code its broadcast at another ``rd_lambda`` than the workers' uplink.
 
     Parameters
     ----------
@@ -25,6 +28,21 @@ class CodecConfig:
         Empty disables the uniform quantizer.
     ternary : bool
         Whether the ternary quantizer (stochastic rounding) is a candidate.
+    unbiased : bool
+        Quantize so that the reconstruction is an unbiased estimate of the
+        update: the uniform quantizer rounds stochastically (to one of the two
+        neighbouring multiples of its step) instead of to the nearest, and the
+        ternary quantizer's scale is the residual's peak, so nothing is
+        clipped. Each payload then carries more squared error at a given
+        rate, but the errors of different workers' payloads are independent
+        and zero-mean, so they average out in the aggregate; deterministic
+        rounding instead sends every value within half a step of the
+        prediction as the prediction, in every worker's payload alike. Meant
+        for the uplink (many updates averaged), not for the broadcast (one
+        payload, applied as it is, with ``downlink_error_feedback``). The
+        rounding is drawn from the same seeded stream as the ternary
+        quantizer's, so honest replicas still send identical bytes, and the
+        decoder does not depend on this setting.
     rd_lambda : float
         ``lambda`` in ``J = D + lambda * R`` over the whole update: ``D`` the
         squared error per parameter divided by the update's mean square (so
@@ -62,6 +80,7 @@ class CodecConfig:
     )
     step_sizes: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
     ternary: bool = True
+    unbiased: bool = False
     rd_lambda: float = 0.1
     censor_threshold: float = 0.05
     error_feedback: bool = False

@@ -2,11 +2,17 @@
 
 Two kinds, both reconstructed the same way, ``symbol * step``:
 
-- uniform mid-tread: ``symbol = rint(residual / step)``, deterministic;
+- uniform: mid-tread ``symbol = rint(residual / step)``, deterministic; or,
+  in the codec's unbiased mode, stochastic rounding to one of the two
+  neighbouring multiples of ``step`` (:func:`quantize_stochastic`), so that
+  ``E[symbol * step] = residual`` for every value;
 - ternary: symbols in ``{-1, 0, 1}`` with stochastic rounding, unbiased on
-  ``[-scale, scale]`` (values beyond are clipped, as TernGrad clips gradients),
-  drawn from a random stream seeded by ``(run, round, file, layer)`` so that
-  honest replicas of one file draw the same symbols.
+  ``[-scale, scale]`` (values beyond are clipped, as TernGrad clips gradients;
+  the unbiased mode sets the scale to the peak, so nothing is clipped).
+
+Random draws come from a stream seeded by ``(run, round, file, layer)``
+(:func:`ternary_rng`), so honest replicas of one file draw the same symbols.
+The decoder never needs to know how a symbol was rounded.
 
 A censored layer has no symbols at all: its reconstruction is the prediction.
 """
@@ -35,7 +41,7 @@ class Quantizer(IntEnum):
     CENSORED = 0
     """Nothing but a flag: the reconstruction is the prediction."""
     UNIFORM = 1
-    """Deterministic uniform mid-tread quantizer."""
+    """Uniform quantizer: mid-tread, or stochastic rounding in the unbiased mode."""
     TERNARY = 2
     """``{-1, 0, +1}`` times a scale, stochastic rounding."""
 
@@ -68,8 +74,43 @@ def quantize_uniform(
     return symbols
 
 
+def quantize_stochastic(
+    residual: FloatArray, step: np.float32, rng: np.random.Generator
+) -> FloatArray:
+    """Uniform symbols with stochastic rounding, unbiased for every value.
+
+    With ``y = residual / step`` (in ``float32``), ``symbol = floor(y) + 1``
+    with probability ``y - floor(y)``, else ``floor(y)``: so
+    ``E[symbol * step] = y * step`` and the error is at most one step, with
+    variance ``step**2 * f * (1 - f)`` for the fractional part ``f``.
+
+    Parameters
+    ----------
+    residual : numpy.ndarray
+        ``float32``, finite.
+    step : numpy.float32
+        Positive; the caller keeps ``max|residual| / step`` at most
+        ``MAX_SYMBOL - 1``, so symbols stay within :data:`MAX_SYMBOL`.
+    rng : numpy.random.Generator
+        Usually :func:`ternary_rng`; one ``float32`` draw per coordinate.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float32`` holding integers (never ``-0.0``).
+    """
+    symbols = np.divide(residual, step, dtype=np.float32)
+    floor = np.floor(symbols)
+    np.subtract(symbols, floor, out=symbols)  # the fractional part, in [0, 1)
+    draws = rng.random(residual.size, dtype=np.float32)
+    np.less(draws, symbols, out=symbols, casting="unsafe")
+    np.add(symbols, floor, out=symbols)
+    np.add(symbols, np.float32(0.0), out=symbols)
+    return symbols
+
+
 def ternary_rng(seed_context: tuple[int, int, int], layer: int) -> np.random.Generator:
-    """Build the random stream of one layer's ternary rounding.
+    """Build the random stream of one layer's stochastic rounding (ternary or uniform).
 
     Parameters
     ----------

@@ -234,15 +234,31 @@ def candidates(
 
 
 def _entropy_rows(
-    shifted: npt.NDArray[np.int64], alphabets: npt.NDArray[np.int64], count: int
+    shifted: npt.NDArray[np.int64],
+    alphabets: npt.NDArray[np.int64],
+    count: int,
+    fractions: FloatArray | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Per-row entropy (bits per symbol) and estimated frequency-table bytes."""
+    """Per-row entropy (bits per symbol) and estimated frequency-table bytes.
+
+    With ``fractions``, a coordinate is symbol ``shifted + 1`` with that
+    probability and ``shifted`` otherwise (stochastic rounding): the histogram
+    is the expected one.
+    """
     offsets = np.cumsum(alphabets) - alphabets
-    histogram = np.bincount((shifted + offsets[:, None]).ravel(), minlength=int(alphabets.sum()))
-    h = histogram.astype(np.float64)
+    index = (shifted + offsets[:, None]).ravel()
+    total = int(alphabets.sum())
+    h: npt.NDArray[np.float64]
+    if fractions is None:
+        h = np.bincount(index, minlength=total).astype(np.float64)
+    else:
+        up = fractions.reshape(-1).astype(np.float64)
+        # A zero fraction at a row's last symbol adds a zero weight to the next row.
+        down = np.bincount(index, weights=1.0 - up, minlength=total + 1)
+        h = np.add(down, np.bincount(index + 1, weights=up, minlength=total + 1))[:total]
     logs = np.log2(h, where=h > 0, out=np.zeros_like(h))
     entropy = math.log2(count) - np.add.reduceat(h * logs, offsets) / count
-    occupied = np.add.reduceat((histogram > 0).astype(np.float64), offsets)
+    occupied = np.add.reduceat((h > 0).astype(np.float64), offsets)
     table_bytes = 2.0 * occupied + (alphabets - occupied)
     return np.maximum(entropy, 0.0), table_bytes
 
@@ -251,8 +267,10 @@ def _rms(values: FloatArray) -> npt.NDArray[np.float64]:
     return np.asarray(np.sqrt(_row_dots(values, values) / values.shape[1]), dtype=np.float64)
 
 
-def score_uniform(values: FloatArray, multipliers: Sequence[float]) -> UniformScores:
-    """Score uniform mid-tread quantizers at several steps on several residual samples at once.
+def score_uniform(
+    values: FloatArray, multipliers: Sequence[float], *, stochastic: bool = False
+) -> UniformScores:
+    """Score uniform quantizers at several steps on several residual samples at once.
 
     Parameters
     ----------
@@ -260,6 +278,12 @@ def score_uniform(values: FloatArray, multipliers: Sequence[float]) -> UniformSc
         Residual samples, ``float32``, shape ``(P, S)``.
     multipliers : sequence of float
         Steps in multiples of each row's RMS.
+    stochastic : bool
+        Score stochastic rounding (:func:`~phalanx.codec.quantizers.quantize_stochastic`)
+        in expectation instead of mid-tread rounding: with ``f`` the fractional
+        part of ``r / step``, a coordinate's expected squared error is
+        ``step**2 * f * (1 - f)`` and it becomes ``floor(r / step) + 1`` with
+        probability ``f``.
 
     Returns
     -------
@@ -273,19 +297,32 @@ def score_uniform(values: FloatArray, multipliers: Sequence[float]) -> UniformSc
     usable = steps > 0
     safe = np.where(usable, steps, np.float32(1.0))
     symbols = np.divide(values[:, None, :], safe[:, :, None], dtype=np.float32)
-    np.rint(symbols, out=symbols)
-    error = np.multiply(symbols, safe[:, :, None], dtype=np.float32)
-    np.subtract(values[:, None, :], error, out=error)
-    distortion = np.einsum("pjs,pjs->pj", error, error, dtype=np.float64)
+    fractions: FloatArray | None = None
+    if stochastic:
+        fractions = symbols.copy()
+        np.floor(symbols, out=symbols)
+        np.subtract(fractions, symbols, out=fractions)
+        distortion = np.einsum("pjs,pjs->pj", fractions, 1.0 - fractions, dtype=np.float64)
+        distortion *= np.square(safe.astype(np.float64))
+        high = (symbols + (fractions > 0)).max(axis=2)
+    else:
+        np.rint(symbols, out=symbols)
+        error = np.multiply(symbols, safe[:, :, None], dtype=np.float32)
+        np.subtract(values[:, None, :], error, out=error)
+        distortion = np.einsum("pjs,pjs->pj", error, error, dtype=np.float64)
+        high = symbols.max(axis=2)
     low = symbols.min(axis=2)
-    alphabets = (symbols.max(axis=2) - low).astype(np.int64) + 1
+    alphabets = (high - low).astype(np.int64) + 1
     usable &= alphabets <= MAX_ALPHABET
     alphabets[~usable] = 1
     shifted = (symbols - low[:, :, None]).astype(np.int64)
     shifted[~usable] = 0
     flat_alphabets = alphabets.reshape(-1)
+    if fractions is not None:
+        fractions[~usable] = 0.0
+        fractions = fractions.reshape(flat_alphabets.size, count)
     entropy, table_bytes = _entropy_rows(
-        shifted.reshape(flat_alphabets.size, count), flat_alphabets, count
+        shifted.reshape(flat_alphabets.size, count), flat_alphabets, count, fractions
     )
     distortion[~usable] = np.inf
     shape = (rows, len(multipliers))
@@ -294,7 +331,7 @@ def score_uniform(values: FloatArray, multipliers: Sequence[float]) -> UniformSc
     )
 
 
-def score_ternary(values: FloatArray) -> TernaryScores:
+def score_ternary(values: FloatArray, *, clip: float | None = TERNARY_CLIP) -> TernaryScores:
     """Score ternary stochastic rounding on several residual samples, in expectation.
 
     With ``a = min(|r|, s)``, a coordinate's expected squared error is
@@ -305,11 +342,14 @@ def score_ternary(values: FloatArray) -> TernaryScores:
     ----------
     values : numpy.ndarray
         Residual samples, ``float32``, shape ``(P, S)``.
+    clip : float or None
+        The scale ``s`` is ``min(max|r|, clip * rms)``; ``None`` makes it
+        ``max|r|``, so nothing is clipped and the quantizer is unbiased.
     """
     count = values.shape[1]
     magnitude = np.abs(values)
     peak = magnitude.max(axis=1, initial=0.0).astype(np.float64)
-    scales = np.minimum(peak, TERNARY_CLIP * _rms(values)).astype(np.float32)
+    scales = (peak if clip is None else np.minimum(peak, clip * _rms(values))).astype(np.float32)
     safe = np.where(scales > 0, scales, np.float32(1.0))
     clipped = np.minimum(magnitude, safe[:, None])
     beyond = np.subtract(magnitude, clipped)
@@ -336,6 +376,7 @@ def choose(
     step_sizes: Sequence[float],
     ternary: bool,
     rd_lambda: float,
+    unbiased: bool = False,
 ) -> Choice | None:
     """Pick the pair with the lowest cost, the layer's term of ``J = D + lambda * R``.
 
@@ -362,6 +403,10 @@ def choose(
         Whether to score the ternary quantizer.
     rd_lambda : float
         ``lambda``.
+    unbiased : bool
+        Score the unbiased quantizers: stochastic rounding for the uniform
+        one, no clipping for the ternary one (see
+        :attr:`~phalanx.codec.CodecConfig.unbiased`).
 
     Returns
     -------
@@ -386,7 +431,7 @@ def choose(
     bits: list[npt.NDArray[np.float64]] = []
     rows = len(candidates.predictors)
     if step_sizes:
-        uniform = score_uniform(candidates.residuals, step_sizes)
+        uniform = score_uniform(candidates.residuals, step_sizes, stochastic=unbiased)
         side = (
             record_size(Quantizer.UNIFORM, False, 1, 0.0)
             + np.where(uniform.alphabets >= 2, uniform.table_bytes, 0.0)
@@ -398,7 +443,7 @@ def choose(
         sse.append(uniform.distortion)
         bits.append(uniform.entropy * layer_size + 8.0 * side)
     if ternary:
-        scored = score_ternary(candidates.residuals)
+        scored = score_ternary(candidates.residuals, clip=None if unbiased else TERNARY_CLIP)
         side = record_size(Quantizer.TERNARY, False, 3, 5.0) + 4.0 * has_gain
         rms = _rms(candidates.residuals)
         kinds.append(np.full((rows, 1), int(Quantizer.TERNARY)))

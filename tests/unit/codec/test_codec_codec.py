@@ -15,6 +15,7 @@ from phalanx.codec import (
 )
 from phalanx.codec.bitstream import encode_varint
 from phalanx.codec.layers import layer_layout
+from phalanx.codec.ratedistortion import residual
 from tests.unit.codec.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
 
 SEEDS = (11, 3, 5)
@@ -309,3 +310,66 @@ def test_a_payload_with_gains_is_refused_when_the_config_fits_none(layout):
     receiver = CodecConfig(fit_gain=False)
     with pytest.raises(CodecError, match="gain"):
         _decode(payload, layout, history, receiver)
+
+
+@pytest.mark.parametrize("quantizer", list(QUANTIZERS))
+def test_unbiased_payloads_round_trip_bit_for_bit_with_either_decoder_config(layout, quantizer):
+    config = CodecConfig(
+        censor_threshold=0.0, rd_sample_size=64, unbiased=True, **QUANTIZERS[quantizer]
+    )
+    history, next_delta = _warm(layout, config)
+    update = (0.8 * next_delta + 0.2 * gradient_like(layout, 78)).astype(np.float32)
+    encoded = _encode(update, layout, history, config)
+    assert {s.quantizer for s in encoded.stats.layers} == {quantizer}
+    for decoder_config in (config, CodecConfig(**{**vars(config), "unbiased": False})):
+        decoded = _decode(encoded.payload, layout, history, decoder_config)
+        np.testing.assert_array_equal(_bits(decoded), _bits(encoded.flat))
+    # Stochastic rounding: within one step (not half) of the update.
+    steps = np.repeat([s.step for s in encoded.stats.layers], layout.sizes)
+    assert np.all(np.abs(decoded - update) <= steps * (1 + 1e-5) + 1e-12)
+    if quantizer is Quantizer.TERNARY:
+        # The ternary scale is each layer's residual peak: nothing is clipped.
+        for i, stats in enumerate(encoded.stats.layers):
+            prediction = history.layer_prediction(stats.predictor, i)
+            part = update[layout.slice(i)]
+            left = (
+                residual(part, prediction, np.float32(stats.gain))
+                if prediction is not None
+                else part
+            )
+            assert stats.step == np.abs(left).max()
+
+
+def test_unbiased_honest_replicas_agree_byte_for_byte_and_other_files_draw_otherwise(layout):
+    config = CodecConfig(unbiased=True)
+    deltas = correlated_rounds(layout, 9, 4)
+    worker_a = history_with(layout, config, deltas[:3])
+    worker_b = history_with(layout, config, [d.copy() for d in deltas[:3]])
+    update = (0.5 * deltas[3] + 0.5 * gradient_like(layout, 12)).astype(np.float32)
+    a = _encode(update, layout, worker_a, config)
+    b = _encode(update.copy(), layout, worker_b, config)
+    assert a.payload == b.payload
+    assert _encode(update, layout, worker_a, config, seeds=(11, 3, 6)).payload != a.payload
+
+
+def test_unbiased_reconstructions_average_to_the_update_where_rounding_to_nearest_does_not(
+    layout,
+):
+    # A large step: rounding to nearest sends most residuals as the prediction alone.
+    base = {"step_sizes": (4.0,), "ternary": False, "censor_threshold": 0.0, "rd_sample_size": 0}
+    history, next_delta = _warm(layout, CodecConfig(**base))
+    update = (0.5 * next_delta + 0.5 * gradient_like(layout, 79)).astype(np.float64)
+    nearest = _encode(update, layout, history, CodecConfig(**base)).flat.astype(np.float64)
+    unbiased = CodecConfig(**base, unbiased=True)
+    draws = 300
+    mean = (
+        sum(
+            _encode(update, layout, history, unbiased, seeds=(11, 3, file)).flat.astype(np.float64)
+            for file in range(draws)
+        )
+        / draws
+    )
+    bias_nearest = np.sum((nearest - update) ** 2)
+    bias_unbiased = np.sum((mean - update) ** 2)
+    assert bias_nearest > 0.1 * np.sum(update**2)
+    assert bias_unbiased < 0.05 * bias_nearest

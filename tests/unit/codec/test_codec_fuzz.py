@@ -42,6 +42,8 @@ def _payloads() -> list[bytes]:
         CONFIG,
         CodecConfig(rd_sample_size=256, step_sizes=(), ternary=True),
         CodecConfig(rd_sample_size=256, step_sizes=(0.25,), ternary=False),
+        CodecConfig(rd_sample_size=256, unbiased=True),
+        CodecConfig(rd_sample_size=256, step_sizes=(0.25,), ternary=False, unbiased=True),
     ):
         for seed in (1, 2):
             update = gradient_like(LAYOUT, seed)

@@ -5,6 +5,7 @@ import numpy as np
 from phalanx.codec.quantizers import (
     add_prediction,
     dequantize_into,
+    quantize_stochastic,
     quantize_ternary,
     quantize_uniform,
     ternary_rng,
@@ -68,3 +69,32 @@ def test_add_prediction_with_unit_gain_equals_plain_addition():
     np.testing.assert_array_equal(out, [-0.5, -0.5])
     add_prediction(out, None, np.float32(3.0))
     np.testing.assert_array_equal(out, [-0.5, -0.5])
+
+
+def test_stochastic_rounding_is_unbiased_within_one_step_and_never_a_negative_zero():
+    values = np.array([0.25, -0.25, 1.7, -1.7, 0.0, 3.0, -0.01], dtype=np.float32)
+    residual = np.tile(values, 100_000)
+    step = np.float32(1.0)
+    symbols = quantize_stochastic(residual, step, ternary_rng((4, 5, 6), 1))
+    assert np.all(symbols == np.rint(symbols))
+    assert np.all(np.abs(symbols - residual) < 1.0)  # one of the two neighbouring multiples
+    assert not np.signbit(symbols[symbols == 0]).any()
+    means = symbols.reshape(-1, values.size).mean(axis=0)
+    spread = np.sqrt(0.25 / 100_000)  # the largest standard error: f (1 - f) <= 1/4
+    np.testing.assert_allclose(means, values, atol=5 * spread)
+    # Exact multiples of the step are kept exactly.
+    np.testing.assert_array_equal(
+        symbols.reshape(-1, values.size)[:, [4, 5]], [[0.0, 3.0]] * 100_000
+    )
+
+
+def test_stochastic_rounding_depends_only_on_the_seed_context_and_the_layer():
+    residual = np.random.default_rng(0).standard_normal(4096).astype(np.float32)
+    step = np.float32(0.7)
+
+    def draw(context, layer):
+        return quantize_stochastic(residual, step, ternary_rng(context, layer))
+
+    np.testing.assert_array_equal(draw((1, 2, 3), 0), draw((1, 2, 3), 0))
+    assert not np.array_equal(draw((1, 2, 3), 0), draw((1, 2, 4), 0))
+    assert not np.array_equal(draw((1, 2, 3), 0), draw((1, 2, 3), 1))

@@ -12,6 +12,7 @@ from phalanx.codec import (
     Quantizer,
     encode_update,
 )
+from phalanx.codec.quantizers import quantize_stochastic
 from phalanx.codec.ratedistortion import fit_gain, sample_indices, score_ternary, score_uniform
 
 SEEDS = (1, 2, 3)
@@ -81,6 +82,50 @@ def test_ternary_expected_distortion_matches_the_average_of_many_draws():
         errors.append(np.sum((values - np.sign(values) * keep * scale) ** 2))
     assert scores.distortion[0] == pytest.approx(np.mean(errors), rel=0.02)
     assert 0.0 < scores.entropy[0] <= np.log2(3)
+
+
+def test_stochastic_uniform_scores_match_the_average_of_many_draws():
+    rng = np.random.default_rng(5)
+    values = np.stack([rng.standard_normal(3000), 0.01 * rng.standard_t(3, 3000)]).astype(
+        np.float32
+    )
+    multipliers = [0.5, 4.0]
+    scores = score_uniform(values, multipliers, stochastic=True)
+    draws = np.random.default_rng(6)
+    for p, row in enumerate(values):
+        for j in range(len(multipliers)):
+            step = scores.steps[p, j]
+            errors, histogram = [], {}
+            for _ in range(200):
+                symbols = quantize_stochastic(row, step, draws)
+                errors.append(np.sum((row - symbols * step).astype(np.float64) ** 2))
+                for symbol, n in zip(*np.unique(symbols, return_counts=True), strict=True):
+                    histogram[symbol] = histogram.get(symbol, 0) + n
+            assert scores.distortion[p, j] == pytest.approx(np.mean(errors), rel=0.02)
+            counts = np.array(list(histogram.values()), dtype=np.float64)
+            q = counts / counts.sum()
+            assert scores.entropy[p, j] == pytest.approx(-(q * np.log2(q)).sum(), rel=0.01)
+            low = np.floor(row / step).min()
+            high = np.ceil(row / step).max()
+            assert scores.alphabets[p, j] == high - low + 1
+
+
+def test_stochastic_rounding_costs_more_squared_error_than_rounding_to_nearest():
+    values = np.random.default_rng(7).standard_normal((1, 5000)).astype(np.float32)
+    nearest = score_uniform(values, [1.0, 4.0])
+    stochastic = score_uniform(values, [1.0, 4.0], stochastic=True)
+    assert np.all(stochastic.distortion > nearest.distortion)
+
+
+def test_unclipped_ternary_scale_is_the_peak_and_its_error_is_rounding_noise_alone():
+    values = np.random.default_rng(8).standard_t(3, (1, 4000)).astype(np.float32)
+    peak = np.abs(values).max()
+    scores = score_ternary(values, clip=None)
+    assert scores.scales[0] == peak
+    magnitude = np.abs(values[0]).astype(np.float64)
+    expected = np.sum(magnitude * float(peak) - magnitude**2)
+    assert scores.distortion[0] == pytest.approx(expected, rel=1e-6)
+    assert score_ternary(values).scales[0] < peak  # the default clips heavy tails
 
 
 def _relative_cost(update, payload_bytes, reconstruction, rd_lambda):
