@@ -51,6 +51,8 @@ import numpy.typing as npt
 import torch
 from torch import Tensor
 
+from phalanx.tolerance import largest_f, min_inputs
+
 __all__ = [
     "AGGREGATORS",
     "PRE_AGGREGATORS",
@@ -883,60 +885,6 @@ AGGREGATORS: dict[str, Aggregator] = {
     "median_of_means": median_of_means,
 }
 """Robust rules by name."""
-
-# (a, b): the rule needs n >= a f + b inputs. Rules not listed need a Byzantine minority.
-_INPUT_BOUNDS: dict[str, tuple[int, int]] = {
-    "mean": (0, 1),
-    "krum": (2, 3),
-    "multi_krum": (2, 3),
-    "bulyan": (4, 3),
-}
-_MINORITY = (2, 1)
-
-
-def min_inputs(name: str, f: int) -> int:
-    """Fewest updates the rule ``name`` accepts when it must tolerate ``f`` of them.
-
-    Parameters
-    ----------
-    name : str
-        A key of :data:`AGGREGATORS`.
-    f : int
-        Byzantine updates tolerated.
-
-    Returns
-    -------
-    int
-        ``2 f + 3`` for Krum and Multi-Krum, ``4 f + 3`` for Bulyan, ``1`` for the mean,
-        ``2 f + 1`` for the others.
-    """
-    _lookup(AGGREGATORS, name, "aggregator")
-    a, b = _INPUT_BOUNDS.get(name, _MINORITY)
-    return a * f + b
-
-
-def largest_f(name: str, n: int) -> int | None:
-    """Largest ``f`` the rule ``name`` accepts with ``n`` updates (``None``: not even 0).
-
-    Parameters
-    ----------
-    name : str
-        A key of :data:`AGGREGATORS`.
-    n : int
-        Number of updates.
-
-    Returns
-    -------
-    int or None
-        The largest ``f`` with ``min_inputs(name, f) <= n``; the mean, which ignores
-        ``f``, accepts any. ``None`` when ``n`` is below ``min_inputs(name, 0)``.
-    """
-    _lookup(AGGREGATORS, name, "aggregator")
-    a, b = _INPUT_BOUNDS.get(name, _MINORITY)
-    if n < b:
-        return None
-    return n if a == 0 else (n - b) // a
-
 
 PRE_AGGREGATORS: dict[str, PreAggregator] = {
     "nnm": nearest_neighbor_mixing,

@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from phalanx.aggregation import min_inputs
 from phalanx.assignment import count_files
+from phalanx.tolerance import min_inputs
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
 Rule = Literal[

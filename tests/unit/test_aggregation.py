@@ -40,6 +40,7 @@ from phalanx.aggregation import (
     pairwise_sq_distances,
     trimmed_mean,
 )
+from phalanx.tolerance import RULES
 
 Array = np.ndarray[Any, np.dtype[Any]]
 
@@ -700,3 +701,7 @@ def test_largest_f_is_the_largest_f_each_rule_accepts(rule: str) -> None:
             assert min_inputs(rule, f) <= n
             if rule != "mean":
                 assert accepts(f) and not accepts(f + 1)
+
+
+def test_the_tolerance_table_knows_exactly_the_registered_rules() -> None:
+    assert set(AGGREGATORS) == RULES
