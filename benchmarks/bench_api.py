@@ -3,26 +3,28 @@
 A PostgreSQL database is filled in bulk (``COPY``) with 100,000 detection events
 (20 finished runs of 100 rounds, 50 events a round, over 1,000 clients; each
 event carries the evidence the coordinator stores for a flag in a 7-worker
-round, about 2 kB of JSON). The app runs under uvicorn on loopback, as
-``phalanx serve`` runs it (one process; ``--workers`` for more). An open-loop
+round, about 2 kB of JSON). The app runs on loopback under ``phalanx serve``
+(uvicorn; one process, or ``--workers N`` processes). An open-loop
 load generator sends requests at a fixed rate, whatever the answers' speed (so
 a slow server shows as queueing delay, not as a lower rate), from a pool of
 keep-alive connections, bounded in count and time, to:
 
 - ``GET /healthz``: no database, no authentication: the server's floor;
 - ``GET /api/v1/events`` filtered (by run and status, client, kind, run and
-  round) and paginated (first pages and deep ``before`` pages), 50 a page;
+  round) and paginated (first pages and deep ``before`` pages), 50 a page,
+  each event with its evidence as a one-paragraph summary (one at a time also
+  with ``evidence=full``, the whole evidence);
 - ``GET /api/v1/runs/{id}/rounds``: the 100 rounds of a run.
 
 First each endpoint is timed one request at a time, with the server's CPU time
 per request (from ``/proc``: a figure that other work on the machine disturbs
 far less than latency). Then each endpoint is loaded alone at the target rate,
-then the three together. Under load, latency is measured from the moment a
-request was due (so a request that waits for a busy server counts its wait),
-and also as the time on the wire. Reported: throughput and p50 / p99 latency
-per endpoint, and each listing's latency as a ratio to ``/healthz``'s under the
-same rate. The goal: the event list's p99 within 3x of ``/healthz``'s p99 at
-200 requests per second.
+then the three together, again with the server's CPU per request. Under load,
+latency is measured from the moment a request was due (so a request that waits
+for a busy server counts its wait), and also as the time on the wire. Reported:
+throughput and p50 / p99 latency per endpoint, and each listing's latency as a
+ratio to ``/healthz``'s under the same rate. The goal: the event list's p99
+within 3x of ``/healthz``'s p99 at 200 requests per second.
 
 PostgreSQL is ``--postgres-url`` if given, else a throwaway server started with
 ``.ci/postgres.sh`` (private state file) and stopped afterwards; the data go to
@@ -310,18 +312,16 @@ def _free_port() -> int:
         return port
 
 
-#: The app as ``phalanx serve`` runs it (one process unless ``--workers``), on loopback.
-UVICORN = [
+#: The app as operators run it: ``phalanx serve`` (uvicorn) on loopback; warnings only.
+SERVE = [
     sys.executable,
     "-m",
-    "uvicorn",
-    "--factory",
-    "phalanx_api.main:create_app",
+    "phalanx.cli",
+    "serve",
     "--host",
     "127.0.0.1",
     "--log-level",
     "warning",
-    "--no-access-log",
 ]
 
 
@@ -342,7 +342,7 @@ def _stat(pid: int) -> list[str] | None:
 def cpu_seconds(pid: int) -> float | None:
     """Return the CPU time (user + system, all threads) of a process and its children (Linux).
 
-    The children are uvicorn's worker processes when it runs more than one.
+    The children are uvicorn's worker processes under ``phalanx serve --workers N``.
     """
     own = _stat(pid)
     if own is None:
@@ -358,7 +358,12 @@ def cpu_seconds(pid: int) -> float | None:
 
 @contextmanager
 def uvicorn_server(url: str, workdir: Path, workers: int = 1) -> Iterator[Server]:
-    """Run the app under uvicorn on loopback; stop it by its pid afterwards."""
+    """Run ``phalanx serve --workers N`` on loopback; stop it by its pid afterwards.
+
+    ``phalanx serve`` migrates the database (already at head here), then runs the
+    app in its own process (one worker) or under uvicorn's supervisor, whose
+    worker processes are its children (several).
+    """
     port = _free_port()
     env = {
         **os.environ,
@@ -368,7 +373,7 @@ def uvicorn_server(url: str, workdir: Path, workers: int = 1) -> Iterator[Server
     }
     log = (workdir / "uvicorn.log").open("ab")
     process = subprocess.Popen(
-        [*UVICORN, "--port", str(port), "--workers", str(workers)],
+        [*SERVE, "--port", str(port), "--workers", str(workers)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -378,14 +383,14 @@ def uvicorn_server(url: str, workdir: Path, workers: int = 1) -> Iterator[Server
         deadline = time.monotonic() + 60
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"uvicorn exited; see {workdir / 'uvicorn.log'}")
+                raise RuntimeError(f"phalanx serve exited; see {workdir / 'uvicorn.log'}")
             try:
                 if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not become ready in 60 s")
+                raise RuntimeError("phalanx serve did not become ready in 60 s")
             time.sleep(0.1)
         yield Server(base, process.pid)
     finally:
@@ -513,10 +518,17 @@ def request_mix(seeded: Seeded, settings: Settings) -> dict[str, list[tuple[str,
         return f"/api/v1/events?{query}&limit={PAGE}".replace("?&", "?")
 
     events = [("events", event_path()) for _ in range(count)]
+    full = [("events_full", f"{path}&evidence=full") for _, path in events]
     rounds = [("rounds", f"/api/v1/runs/{rng.choice(seeded.run_ids)}/rounds") for _ in range(count)]
     health = [("healthz", "/healthz")] * count
     mixed = [item for triple in zip(health, events, rounds, strict=True) for item in triple]
-    return {"healthz": health, "events": events, "rounds": rounds, "mixed": mixed[:count]}
+    return {
+        "healthz": health,
+        "events": events,
+        "events_full": full,
+        "rounds": rounds,
+        "mixed": mixed[:count],
+    }
 
 
 def sequential(load: Load, requests: Sequence[tuple[str, str]], pid: int) -> dict[str, Any]:
@@ -529,7 +541,10 @@ def sequential(load: Load, requests: Sequence[tuple[str, str]], pid: int) -> dic
     for endpoint, path in requests:
         sent = time.perf_counter()
         response = client.get(path)
-        samples.append(Sample(endpoint, sent, sent, time.perf_counter(), response.status_code, 0))
+        done = time.perf_counter()
+        samples.append(
+            Sample(endpoint, sent, sent, done, response.status_code, len(response.content))
+        )
     after = cpu_seconds(pid)
     summary = summarize(samples)
     if before is not None and after is not None:
@@ -545,7 +560,7 @@ def measure(server: Server, secret: str, seeded: Seeded, settings: Settings) -> 
     count = max(50, int(settings.rate * settings.duration_s / 10))
     one_by_one = {
         name: sequential(load, mixes[name][:count], server.pid)
-        for name in ("healthz", "events", "rounds")
+        for name in ("healthz", "events", "events_full", "rounds")
     }
     phases: dict[str, Any] = {}
     for phase in ("healthz", "events", "rounds", "mixed"):
@@ -558,14 +573,15 @@ def measure(server: Server, secret: str, seeded: Seeded, settings: Settings) -> 
         by_endpoint: dict[str, list[Sample]] = {}
         for sample in samples:
             by_endpoint.setdefault(sample.endpoint, []).append(sample)
+        server_cpu = after - before if before is not None and after is not None else None
         phases[phase] = {
             "offered_rps": settings.rate,
             "all": summarize(samples),
             "endpoints": {k: summarize(v) for k, v in sorted(by_endpoint.items())},
-            "server_cpu_share": (
-                (after - before) / settings.duration_s
-                if before is not None and after is not None
-                else None
+            "server_cpu_share": None if server_cpu is None else server_cpu / settings.duration_s,
+            # Every request of the phase was answered (or timed out) before `after`.
+            "server_cpu_ms_per_request": (
+                None if server_cpu is None or not samples else 1000 * server_cpu / len(samples)
             ),
             "generator_cpu_share": mine / settings.duration_s,
         }
@@ -615,28 +631,31 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
         f"{s['events']:,} detection events in PostgreSQL {result['postgres']} ({s['runs']} runs "
         f"of {s['rounds_per_run']} rounds, {s['events_per_round']} events a round, "
         f"{s['clients']:,} clients; flag evidence {seeded['evidence_bytes']:,} bytes of JSON), "
-        f"loaded with COPY in {seeded['seconds']:.1f} s. The app under uvicorn "
+        f"loaded with COPY in {seeded['seconds']:.1f} s. The app under `phalanx serve` "
         f"({s['workers']} process{'es' if s['workers'] > 1 else ''}) on loopback, the load "
         "generator (httpx, threads) and PostgreSQL on the same machine: "
         f"{result['machine']}.",
         "",
         "Endpoints: `/healthz` (no database, no key); `/api/v1/events` filtered by run and "
         f"status, client, kind, or run and round, first pages and deep `before=` pages, {PAGE} "
-        f"a page; `/api/v1/runs/{{id}}/rounds` (all {s['rounds_per_run']} rounds of a run). "
+        "a page, each event with its evidence as a one-paragraph summary (*events_full*: the "
+        "same requests with `evidence=full`, the whole evidence; one at a time only); "
+        f"`/api/v1/runs/{{id}}/rounds` (all {s['rounds_per_run']} rounds of a run). "
         "Listings are authenticated with an API key.",
         "",
         "## One request at a time",
         "",
-        "| endpoint | requests | p50 (ms) | p99 (ms) | server CPU per request (ms) "
+        "| endpoint | requests | p50 (ms) | p99 (ms) | mean body | server CPU per request (ms) "
         "| one core saturates at |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, m in alone.items():
         cpu = m.get("server_cpu_ms")
         capacity = f"~{1000 / cpu:.0f} req/s" if cpu else "–"
         lines.append(
             f"| {name} | {m['requests']} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | "
-            f"{'–' if cpu is None else f'{cpu:.2f}'} | {capacity} |"
+            f"{m['mean_bytes'] / 1000:.1f} kB | {'–' if cpu is None else f'{cpu:.2f}'} "
+            f"| {capacity} |"
         )
     lines += [
         "",
@@ -645,21 +664,25 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
         f"{s['duration_s']:.0f} s per phase after {s['warmup_s']:.0f} s of warm-up, "
         f"{s['connections']} keep-alive connections. Latency counts from the moment a request "
         "was due, so time spent waiting for a busy server counts; *wire* is from sending to "
-        "the answer. *Server CPU* is the uvicorn processes' CPU time over the phase, as a "
-        "share of one core; *generator CPU* the same for the load generator.",
+        "the answer. *Server CPU* is the server processes' CPU time over the phase, as a "
+        "share of one core, and per request of the phase (all its endpoints); *generator "
+        "CPU* the same share for the load generator.",
         "",
         "| phase | endpoint | requests | errors | throughput (req/s) | p50 (ms) | p99 (ms) "
-        "| max (ms) | wire p99 (ms) | mean body | server CPU | generator CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| max (ms) | wire p99 (ms) | mean body | server CPU | server CPU per request (ms) "
+        "| generator CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for phase, data in phases.items():
         share, client = data["server_cpu_share"], data.get("generator_cpu_share")
+        per_request = data.get("server_cpu_ms_per_request")
         for endpoint, m in data["endpoints"].items():
             lines.append(
                 f"| {phase} | {endpoint} | {m['requests']} | {m['errors']} | "
                 f"{m['throughput_rps']:.1f} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | "
                 f"{m['max_ms']:.1f} | {m['wire_p99_ms']:.2f} | {m['mean_bytes'] / 1000:.1f} kB "
                 f"| {'–' if share is None else f'{100 * share:.0f} %'} "
+                f"| {'–' if per_request is None else f'{per_request:.2f}'} "
                 f"| {'–' if client is None else f'{100 * client:.0f} %'} |"
             )
     lines += [

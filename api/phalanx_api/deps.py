@@ -7,13 +7,22 @@ before the response is sent, so a client that got its answer sees the change
 in its next request. ``ViewerDep``, ``OperatorDep`` and ``AdminDep`` are the
 authenticated operator, with at least that role. ``FormOperatorDep`` is the same for
 a dashboard form post (session cookie plus the form's ``csrf_token`` field).
+
+FastAPI runs a plain ``def`` dependency in a worker thread, and each such hop
+costs a request about as much CPU as reading a page of events. So the
+dependencies that do no I/O are ``async def`` (they run on the event loop), and
+``get_session`` opens its session there too (it connects lazily, in the route's
+thread) and ends it in one worker thread. Those that query the database stay
+plain functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
+import anyio.to_thread
 from fastapi import Depends, Form, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
@@ -38,7 +47,7 @@ bearer_scheme = HTTPBearer(
 )
 
 
-def get_context(request: Request) -> AppContext:
+async def get_context(request: Request) -> AppContext:
     """Return the app's context."""
     return app_context(request.app)
 
@@ -46,7 +55,7 @@ def get_context(request: Request) -> AppContext:
 ContextDep = Annotated[AppContext, Depends(get_context)]
 
 
-def get_settings(context: ContextDep) -> ApiSettings:
+async def get_settings(context: ContextDep) -> ApiSettings:
     """Return the app's settings."""
     return context.settings
 
@@ -54,24 +63,45 @@ def get_settings(context: ContextDep) -> ApiSettings:
 SettingsDep = Annotated[ApiSettings, Depends(get_settings)]
 
 
-def get_session(context: ContextDep) -> Iterator[Session]:
-    """Yield a session whose transaction commits if the route succeeds."""
+async def get_session(context: ContextDep) -> AsyncIterator[Session]:
+    """Yield a session whose transaction commits if the route succeeds.
+
+    The session is made on the event loop (it connects on first use, in the
+    route's worker thread); its commit or rollback and its close run in one
+    worker thread, even when the request is cancelled.
+    """
     session = context.sessions()
     try:
         yield session
     except ApiError as exc:
-        if exc.keep_changes:
-            session.commit()
-        else:
-            session.rollback()
+        await _end(session, commit=exc.keep_changes)
         raise
     except BaseException:
-        session.rollback()
+        await _end(session, commit=False)
         raise
     else:
-        session.commit()
-    finally:
-        session.close()
+        await _end(session, commit=True)
+
+
+async def _end(session: Session, *, commit: bool) -> None:
+    """Commit (or roll back) and close ``session`` in a worker thread, shielded from cancellation.
+
+    The thread comes from a limiter of its own, as FastAPI does for the exit of a
+    plain generator dependency: a request waiting for a pooled connection in the
+    shared threads must never keep another from giving its connection back.
+    """
+
+    def end() -> None:
+        try:
+            if commit:
+                session.commit()
+            else:
+                session.rollback()
+        finally:
+            session.close()
+
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(end, limiter=anyio.CapacityLimiter(1))
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
@@ -90,17 +120,17 @@ def get_principal(
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def require_viewer(principal: PrincipalDep) -> Principal:
+async def require_viewer(principal: PrincipalDep) -> Principal:
     """Return the operator if any role (viewer, operator, admin)."""
     return require_role(principal, Role.VIEWER)
 
 
-def require_operator(principal: PrincipalDep) -> Principal:
+async def require_operator(principal: PrincipalDep) -> Principal:
     """Return the operator if operator or admin."""
     return require_role(principal, Role.OPERATOR)
 
 
-def require_admin(principal: PrincipalDep) -> Principal:
+async def require_admin(principal: PrincipalDep) -> Principal:
     """Return the operator if admin."""
     return require_role(principal, Role.ADMIN)
 
@@ -134,7 +164,7 @@ def get_form_principal(
 FormPrincipalDep = Annotated[Principal, Depends(get_form_principal)]
 
 
-def require_form_operator(principal: FormPrincipalDep) -> Principal:
+async def require_form_operator(principal: FormPrincipalDep) -> Principal:
     """Return the form's operator if operator or admin."""
     return require_role(principal, Role.OPERATOR)
 

@@ -1,9 +1,11 @@
 """Request and response bodies of the REST API (pydantic v2).
 
-Responses are built from the store's ORM rows with ``Model.model_validate(row)``
-(``from_attributes``). Text that ends up in the database is checked for what
-SQLite and PostgreSQL cannot store (NUL characters, lone surrogates), so such
-input is a 422 with a message rather than a database error.
+Responses are built from the store's ORM rows or read-only records with
+``Model.model_validate(row)`` (``from_attributes``), once; FastAPI then only
+checks the model's type and serializes it to JSON in pydantic's Rust core.
+Text that ends up in the database is checked for what SQLite and PostgreSQL
+cannot store (NUL characters, lone surrogates), so such input is a 422 with a
+message rather than a database error.
 """
 
 from __future__ import annotations
@@ -255,8 +257,8 @@ class RoundOut(_Out):
 # ----------------------------------------------------------------- events
 
 
-class EventOut(_Out):
-    """A detection event: evidence that a worker misbehaved in a round."""
+class _EventFields(_Out):
+    """What every form of a detection event carries."""
 
     id: int
     run_id: str
@@ -265,7 +267,6 @@ class EventOut(_Out):
     worker: int | None
     kind: str
     severity: Severity
-    evidence: dict[str, Any]
     review_status: ReviewStatus
     reviewed_by: str | None
     reviewed_at: datetime | None
@@ -273,10 +274,36 @@ class EventOut(_Out):
     created_at: datetime
 
 
+class EventOut(_EventFields):
+    """A detection event: evidence that a worker misbehaved in a round."""
+
+    evidence: dict[str, Any] = Field(
+        description="Everything detection recorded; its 'summary' explains it in words."
+    )
+
+
+class EventSummaryOut(_EventFields):
+    """A detection event as listings show it: its evidence in one paragraph.
+
+    ``GET /api/v1/events/{event_id}`` has the full evidence; so have listings
+    asked for ``evidence=full``.
+    """
+
+    summary: str | None = Field(
+        description=(
+            "The evidence in one plain-English paragraph; for a refused reply, the reason "
+            "it was refused; null when the evidence has neither."
+        )
+    )
+    evidence: dict[str, Any] | None = Field(
+        default=None, description="The full evidence with 'evidence=full'; null otherwise."
+    )
+
+
 class EventPage(BaseModel):
     """One page of detection events, newest first."""
 
-    items: list[EventOut]
+    items: list[EventSummaryOut]
     next_before: int | None = Field(
         description="Pass as 'before' to get the next page; null on the last."
     )

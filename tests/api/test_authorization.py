@@ -113,6 +113,7 @@ READING = {
     "get run": Endpoint("GET", "/api/v1/runs/{id}", Role.VIEWER, 200, seed_run),
     "list rounds": Endpoint("GET", "/api/v1/runs/{id}/rounds", Role.VIEWER, 200, seed_run),
     "list events": Endpoint("GET", "/api/v1/events", Role.VIEWER, 200),
+    "list events with evidence": Endpoint("GET", "/api/v1/events?evidence=full", Role.VIEWER, 200),
     "get event": Endpoint("GET", "/api/v1/events/{id}", Role.VIEWER, 200, _open_event),
     "list audit": Endpoint("GET", "/api/v1/audit", Role.VIEWER, 200),
     "list keys": Endpoint("GET", "/api/v1/keys", Role.ADMIN, 200),

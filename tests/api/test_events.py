@@ -2,18 +2,76 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.store import EventFilter, audit, events
+from phalanx.store import EventData, EventFilter, RoundData, Severity, audit, events, rounds, runs
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
 from tests.api.factories import Keys, TestClient, seed_run_with_events
 
 EVENTS = "/api/v1/events"
+#: What every listed event carries; ``evidence`` is null unless asked for.
+LIST_FIELDS = {
+    "id",
+    "run_id",
+    "round",
+    "client_id",
+    "worker",
+    "kind",
+    "severity",
+    "review_status",
+    "reviewed_by",
+    "reviewed_at",
+    "note",
+    "created_at",
+    "summary",
+    "evidence",
+}
+FLAG_SUMMARY = (
+    "Worker 1 disagreed with workers 0 and 2 on files 4 and 7 (relative distance 2 on each, "
+    "tolerance 0.001); the 2 workers 0 and 2 agree with one another on every shared file."
+)
+#: Evidence as the coordinator stores it: a flag (with its summary, bulky per-file
+#: records) and a refused reply (a reason, no summary).
+FLAG_EVIDENCE = {
+    "worker": 1,
+    "clique": [0, 2],
+    "disagreed_with": [0, 2],
+    "files": [
+        {
+            "file": f,
+            "replicas": [{"worker": w, "digest": "ab" * 32} for w in (0, 1, 2)],
+            "distances": [{"a": 0, "b": 1, "distance": 2.0, "agree": False}],
+            "accepted_from": 0,
+        }
+        for f in (4, 7)
+    ],
+    "summary": FLAG_SUMMARY,
+}
+REFUSAL_EVIDENCE = {"reason": "signature does not verify", "round": 1}
+
+
+def _seed_flag_and_refusal(sessions: sessionmaker[Session]) -> str:
+    """A run whose one round has a flag (worker 1) and a refused reply (worker 2)."""
+    now = datetime(2025, 6, 1, tzinfo=UTC)
+    with sessions.begin() as session:
+        run_id = runs.create_run(session, name="evidence", config={}, seed=1).id
+        found = [
+            EventData(
+                kind="outside_max_clique", severity=Severity.HIGH, worker=1, evidence=FLAG_EVIDENCE
+            ),
+            EventData(
+                kind="bad_signature", severity=Severity.HIGH, worker=2, evidence=REFUSAL_EVIDENCE
+            ),
+        ]
+        data = RoundData(number=1, started_at=now, finished_at=now)
+        rounds.record_round(session, run_id, data, found)
+    return run_id
 
 
 def _event_ids(sessions: sessionmaker[Session], run_id: str, kind: str) -> list[int]:
@@ -51,6 +109,71 @@ def test_filters_and_keyset_pages_cover_each_event_once_newest_first(
     assert _page_through(client, viewer, run_id=run_id, severity="low") == []
     assert len(_page_through(client, viewer, run_id=run_id, review_status="open")) == 10
     assert forger != liar
+
+
+def test_a_listed_event_carries_its_evidence_in_words_not_the_evidence(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = _seed_flag_and_refusal(sessions)
+    viewer = api_keys.headers("viewer")
+
+    response = client.get(EVENTS, params={"run_id": run_id}, headers=viewer)
+
+    assert response.status_code == 200
+    refusal, flag = response.json()["items"]
+    assert set(flag) == set(refusal) == LIST_FIELDS
+    assert (flag["kind"], flag["worker"], flag["summary"]) == (
+        "outside_max_clique",
+        1,
+        FLAG_SUMMARY,
+    )
+    assert (refusal["kind"], refusal["summary"]) == ("bad_signature", "signature does not verify")
+    assert flag["evidence"] is None and refusal["evidence"] is None
+
+
+def test_a_listed_event_agrees_with_the_event_itself(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = _seed_flag_and_refusal(sessions)
+    viewer = api_keys.headers("viewer")
+
+    items = client.get(EVENTS, params={"run_id": run_id}, headers=viewer).json()["items"]
+
+    for item in items:
+        detail = client.get(f"{EVENTS}/{item['id']}", headers=viewer).json()
+        assert set(detail) == LIST_FIELDS - {"summary"}
+        assert {k: v for k, v in item.items() if k not in ("summary", "evidence")} == {
+            k: v for k, v in detail.items() if k != "evidence"
+        }
+    flag = client.get(f"{EVENTS}/{items[1]['id']}", headers=viewer).json()
+    assert flag["evidence"] == FLAG_EVIDENCE
+
+
+def test_the_full_evidence_is_listed_when_asked_for(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = _seed_flag_and_refusal(sessions)
+    viewer = api_keys.headers("viewer")
+    params = {"run_id": run_id}
+
+    compact = client.get(EVENTS, params=params, headers=viewer)
+    full = client.get(EVENTS, params={**params, "evidence": "full"}, headers=viewer)
+    summaries = client.get(EVENTS, params={**params, "evidence": "summary"}, headers=viewer)
+
+    assert full.status_code == 200
+    assert [item["evidence"] for item in full.json()["items"]] == [REFUSAL_EVIDENCE, FLAG_EVIDENCE]
+    assert [item["summary"] for item in full.json()["items"]] == [
+        item["summary"] for item in compact.json()["items"]
+    ]
+    assert summaries.json() == compact.json()
+    assert len(compact.content) < len(full.content) / 2
+
+
+@pytest.mark.parametrize("evidence", ["none", "FULL", ""])
+def test_an_unknown_evidence_form_is_422(evidence: str, client: TestClient, api_keys: Keys) -> None:
+    response = client.get(EVENTS, params={"evidence": evidence}, headers=api_keys.headers("viewer"))
+    assert response.status_code == 422
+    assert "evidence" in response.json()["detail"]
 
 
 def test_an_event_shows_its_evidence(

@@ -8,7 +8,8 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.store import RunStatus, audit, runs
+from phalanx.store import RunStatus, audit, rounds, runs
+from phalanx_api.schemas import RoundOut
 from tests.api.factories import Keys, TestClient, seed_run, seed_run_with_events
 from tests.configs import small_config
 
@@ -121,6 +122,26 @@ def test_rounds_of_a_run_in_order(
     assert rounds[0]["metrics"]["accuracy"] == pytest.approx(0.6)
     run = client.get(f"{RUNS}/{run_id}", headers=api_keys.headers("viewer")).json()
     assert run["current_round"] == 3
+
+
+def test_a_round_has_every_field_of_the_stored_round(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id, _ = seed_run_with_events(sessions, num_rounds=1)
+    (listed,) = client.get(f"{RUNS}/{run_id}/rounds", headers=api_keys.headers("viewer")).json()
+    with sessions() as session:
+        stored = rounds.get_round(session, run_id, 1)
+        expected = RoundOut.model_validate(stored).model_dump(mode="json")
+    assert listed == expected
+
+
+def test_a_run_without_rounds_lists_none(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = seed_run(sessions)
+    response = client.get(f"{RUNS}/{run_id}/rounds", headers=api_keys.headers("viewer"))
+    assert response.status_code == 200
+    assert response.json() == []
 
 
 def test_cancel_a_queued_run_at_once_and_a_running_one_between_rounds(

@@ -1,12 +1,23 @@
-"""Detection events: the review queue, filtered and paginated, and reviews."""
+"""Detection events: the review queue, filtered and paginated, and reviews.
+
+The listing carries each event's evidence as its one-paragraph summary (a page
+of 50 stays a few kilobytes); ``GET /api/v1/events/{event_id}`` has the full
+evidence, and so has the listing with ``evidence=full``.
+
+The two reads are ``async``: they read and build their answer in one worker
+thread, and FastAPI checks and serializes it on the event loop, one thread hop
+fewer than a plain ``def`` route (whose answer FastAPI validates in a thread).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Query
+from fastapi.concurrency import run_in_threadpool
 from pydantic import AfterValidator
+from sqlalchemy.orm import Session
 
 from phalanx.store import EventFilter, ReviewStatus, Severity, events
 from phalanx_api import actions
@@ -33,7 +44,7 @@ def _kind(value: str | None) -> str | None:
 
 
 @router.get("", responses=UNAUTHORIZED)
-def list_events(
+async def list_events(
     db: SessionDep,
     _: ViewerDep,
     run_id: UUID | None = None,
@@ -49,8 +60,17 @@ def list_events(
     worker: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
     before: Before = None,
     limit: Limit = DEFAULT_PAGE_SIZE,
+    evidence: Annotated[
+        Literal["summary", "full"],
+        Query(
+            description=(
+                "'summary': each event's evidence as one paragraph (the default); "
+                "'full': also the whole evidence, as GET /api/v1/events/{event_id} has it."
+            )
+        ),
+    ] = "summary",
 ) -> EventPage:
-    """List detection events, newest first; page with ``before``."""
+    """List detection events, newest first, with their evidence in words; page with ``before``."""
     where = EventFilter(
         run_id=None if run_id is None else str(run_id),
         client_id=None if client_id is None else str(client_id),
@@ -60,16 +80,27 @@ def list_events(
         round=round,
         worker=worker,
     )
-    page = events.list_events(db, where, before=before, limit=limit)
-    return EventPage(
-        items=[EventOut.model_validate(event) for event in page.items],
-        next_before=page.next_before,
+    return await run_in_threadpool(
+        _event_page, db, where, before=before, limit=limit, with_evidence=evidence == "full"
     )
 
 
+def _event_page(
+    db: Session, where: EventFilter, *, before: int | None, limit: int, with_evidence: bool
+) -> EventPage:
+    page = events.list_event_summaries(
+        db, where, before=before, limit=limit, with_evidence=with_evidence
+    )
+    return EventPage.model_validate(page, from_attributes=True)
+
+
 @router.get("/{event_id}", responses=documented(UNAUTHORIZED, NOT_FOUND))
-def get_event(event_id: EventId, db: SessionDep, _: ViewerDep) -> EventOut:
+async def get_event(event_id: EventId, db: SessionDep, _: ViewerDep) -> EventOut:
     """One detection event with its evidence."""
+    return await run_in_threadpool(_event, db, event_id)
+
+
+def _event(db: Session, event_id: int) -> EventOut:
     return EventOut.model_validate(events.get_event(db, event_id))
 
 

@@ -1,10 +1,17 @@
-"""Runs: launch (queue), list, inspect, rounds, cancel."""
+"""Runs: launch (queue), list, inspect, rounds, cancel.
+
+The rounds listing is ``async``: it reads and builds its answer in one worker
+thread, and FastAPI checks and serializes it on the event loop.
+"""
 
 from __future__ import annotations
 
 from uuid import UUID
 
 from fastapi import APIRouter, Response
+from fastapi.concurrency import run_in_threadpool
+from pydantic import TypeAdapter
+from sqlalchemy.orm import Session
 
 from phalanx.store import RunStatus, rounds, runs
 from phalanx_api import actions
@@ -21,6 +28,9 @@ from phalanx_api.schemas import (
 )
 
 router = APIRouter(prefix=f"{API_PREFIX}/runs", tags=["runs"])
+
+#: Validates a run's rounds, read as plain records, in one call.
+_ROUNDS = TypeAdapter(list[RoundOut])
 
 
 @router.post("", status_code=202, responses=UNAUTHORIZED)
@@ -61,10 +71,16 @@ def get_run(run_id: UUID, db: SessionDep, _: ViewerDep) -> RunOut:
 
 
 @router.get("/{run_id}/rounds", responses=documented(UNAUTHORIZED, NOT_FOUND))
-def list_rounds(run_id: UUID, db: SessionDep, _: ViewerDep) -> list[RoundOut]:
+async def list_rounds(run_id: UUID, db: SessionDep, _: ViewerDep) -> list[RoundOut]:
     """Every finished round of a run, in order."""
-    run = runs.get_run(db, str(run_id))
-    return [RoundOut.model_validate(row) for row in rounds.list_rounds(db, run.id)]
+    return await run_in_threadpool(_rounds, db, str(run_id))
+
+
+def _rounds(db: Session, run_id: str) -> list[RoundOut]:
+    records = rounds.list_round_records(db, run_id)
+    if not records:
+        runs.get_run(db, run_id)  # a run without rounds, or a 404
+    return _ROUNDS.validate_python(records, from_attributes=True)
 
 
 @router.post(

@@ -19,7 +19,7 @@ from phalanx.store.engine import (
     session_factory,
 )
 from phalanx.store.errors import ConflictError, LeaseLostError, NotFoundError, StoreError
-from phalanx.store.events import EventFilter, EventPage
+from phalanx.store.events import EventFilter, EventPage, EventSummary
 from phalanx.store.keys import CreatedKey
 from phalanx.store.models import (
     AuditEntry,
@@ -37,7 +37,7 @@ from phalanx.store.models import (
     RunStatus,
     Severity,
 )
-from phalanx.store.rounds import EventData, RoundData
+from phalanx.store.rounds import EventData, RoundData, RoundRecord
 
 __all__ = [
     "AuditEntry",
@@ -52,6 +52,7 @@ __all__ = [
     "EventFilter",
     "EventKind",
     "EventPage",
+    "EventSummary",
     "LeaseLostError",
     "NotFoundError",
     "OperatorKey",
@@ -59,6 +60,7 @@ __all__ = [
     "Role",
     "Round",
     "RoundData",
+    "RoundRecord",
     "Run",
     "RunStatus",
     "Severity",

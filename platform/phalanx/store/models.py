@@ -225,9 +225,11 @@ class DetectionEvent(Base):
     __table_args__ = (
         Index(None, "run_id", "id"),
         Index(None, "run_id", "round"),
+        Index(None, "run_id", "review_status", "id"),
         Index(None, "client_id", "id"),
         Index(None, "kind", "id"),
         Index(None, "review_status", "id"),
+        Index(None, "severity", "id"),
     )
 
     id: Mapped[int] = mapped_column(BigIntegerKey, primary_key=True, autoincrement=True)

@@ -5,6 +5,9 @@ leaves neither behind, even when the caller's transaction carries on. A round
 counts as done once the transaction holding :func:`record_round` and
 :func:`phalanx.store.checkpoints.save_checkpoint` commits; write both in the
 same transaction so a killed coordinator resumes at ``current_round + 1``.
+
+:func:`list_rounds` returns ORM rows; :func:`list_round_records` reads the same
+columns into plain records, for read-only listings (no ORM bookkeeping per row).
 """
 
 from __future__ import annotations
@@ -77,6 +80,51 @@ class RoundData:
         for name, value in counts.items():
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    """A stored round, read-only: the columns of :class:`phalanx.store.models.Round`.
+
+    Attributes
+    ----------
+    run_id : str
+        The run.
+    number, started_at, finished_at, duration_s, timings, bytes_up, bytes_down : see ``Round``
+    metrics, num_flagged, num_rejected, assignment, model_digest : see ``Round``
+    """
+
+    run_id: str
+    number: int
+    started_at: datetime
+    finished_at: datetime
+    duration_s: float
+    timings: dict[str, Any]
+    bytes_up: int
+    bytes_down: int
+    metrics: dict[str, Any]
+    num_flagged: int
+    num_rejected: int
+    assignment: dict[str, Any]
+    model_digest: str | None
+
+
+#: The columns :func:`list_round_records` reads, in :class:`RoundRecord`'s order.
+_RECORD_COLUMNS = (
+    Round.run_id,
+    Round.number,
+    Round.started_at,
+    Round.finished_at,
+    Round.duration_s,
+    Round.timings,
+    Round.bytes_up,
+    Round.bytes_down,
+    Round.metrics,
+    Round.num_flagged,
+    Round.num_rejected,
+    Round.assignment,
+    Round.model_digest,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,3 +264,23 @@ def list_rounds(session: Session, run_id: str) -> Sequence[Round]:
         Every recorded round, by number.
     """
     return session.scalars(select(Round).where(Round.run_id == run_id).order_by(Round.number)).all()
+
+
+def list_round_records(session: Session, run_id: str) -> list[RoundRecord]:
+    """Return the rounds of a run in order, as plain records (columns only, no ORM rows).
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session.
+    run_id : str
+        The run.
+
+    Returns
+    -------
+    list[RoundRecord]
+        Every recorded round, by number; empty for a run without rounds and
+        for an unknown run alike.
+    """
+    query = select(*_RECORD_COLUMNS).where(Round.run_id == run_id).order_by(Round.number)
+    return [RoundRecord(*row) for row in session.execute(query)]
