@@ -666,13 +666,22 @@ def goals(rows: Sequence[Row]) -> list[Goal]:
             mine, theirs = paired(mine, theirs)
             gaps.append((attack, _mean_accuracy(mine) - _mean_accuracy(theirs), mine, theirs))
     if gaps:
+        # No defence beats its own unattacked accuracy (give or take noise), so an attack
+        # that costs the baseline less than 10 points leaves no room for a 10-point gap.
+        room = {}
+        for attack, _, _, theirs in gaps:
+            base, own = paired(theirs, clean)
+            room[attack] = _mean_accuracy(own) - _mean_accuracy(base) if own else math.nan
         out.append(
             Goal(
                 f"subsets, strong attack, q = {top}: at least 10 points above {baseline} "
-                "(mean over seeds; points: subsets minus r = 1 median)",
+                "(mean over seeds; points: subsets minus r = 1 median; *room*: subsets' "
+                "own q = 0 accuracy minus the r = 1 median under the attack, the largest "
+                "gap a defence could show)",
                 all(g >= 0.10 for _, g, _, _ in gaps),
                 "; ".join(
-                    f"{a} {100 * g:+.2f} (subsets {_by_seed(m)}; r = 1 median {_by_seed(t)})"
+                    f"{a} {100 * g:+.2f}, room {100 * room[a]:+.2f} (subsets {_by_seed(m)}; "
+                    f"r = 1 median {_by_seed(t)})"
                     for a, g, m, t in gaps
                 ),
             )
