@@ -39,12 +39,12 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py
-	$(PY) benchmarks/eval_robustness.py
-	$(PY) benchmarks/eval_compression.py
+	$(PY) benchmarks/eval_robustness.py --jobs 2
+	$(PY) benchmarks/eval_compression.py --jobs 2
 	$(PY) benchmarks/bench_codec.py
 	$(PY) benchmarks/bench_aggregation.py
 	$(PY) benchmarks/bench_round.py
-	$(PY) benchmarks/bench_api.py
+	$(PY) benchmarks/bench_api.py --workers 2
 
 bench-quick: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py --quick
