@@ -56,6 +56,28 @@ def run(config: RunConfig, tamper: Tamper | None = None, **kw: object) -> FakeSi
     return sink
 
 
+def run_interrupted(config: RunConfig, stop_after: int) -> tuple[FakeSink, FakeSink]:
+    """Run ``stop_after`` rounds, then resume from that round's checkpoint with fresh workers."""
+    first = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=first,
+        transport=transport(config),
+        should_stop=lambda: len(first.reports) >= stop_after,
+    )
+    resumed = FakeSink()
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=resumed,
+        transport=transport(config),
+        start_round=stop_after + 1,
+        checkpoint=first.checkpoints[stop_after],
+    )
+    return first, resumed
+
+
 def test_weak_attack_flags_every_adversary_and_no_honest_worker() -> None:
     config = small_config()
     sink = run(config)
@@ -79,24 +101,8 @@ def test_training_improves_accuracy_under_attack() -> None:
 def test_resume_from_checkpoint_reaches_the_same_model_digest() -> None:
     config = small_config(rounds=4)
     straight = run(config)
-    first = FakeSink()
-    execute_run(
-        config,
-        run_id=RUN_ID,
-        sink=first,
-        transport=transport(config),
-        should_stop=lambda: len(first.reports) >= 2,
-    )
+    first, resumed = run_interrupted(config, stop_after=2)
     assert [r.round for r in first.reports] == [1, 2]
-    resumed = FakeSink()
-    execute_run(
-        config,
-        run_id=RUN_ID,
-        sink=resumed,
-        transport=transport(config),
-        start_round=3,
-        checkpoint=first.checkpoints[2],
-    )
     assert [r.round for r in resumed.reports] == [3, 4]
     assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
 
@@ -218,23 +224,7 @@ def test_a_worker_that_lost_its_state_gets_a_sync_and_takes_part() -> None:
 def test_resume_with_the_codec_reaches_the_same_model_digest() -> None:
     config = small_config(rounds=4, codec=CODEC)
     straight = run(config)
-    first = FakeSink()
-    execute_run(
-        config,
-        run_id=RUN_ID,
-        sink=first,
-        transport=transport(config),
-        should_stop=lambda: len(first.reports) >= 2,
-    )
-    resumed = FakeSink()
-    execute_run(
-        config,
-        run_id=RUN_ID,
-        sink=resumed,
-        transport=transport(config),  # fresh workers: they sync once, then follow the deltas
-        start_round=3,
-        checkpoint=first.checkpoints[2],
-    )
+    _, resumed = run_interrupted(config, stop_after=2)  # fresh workers sync once, then follow
     assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
 
 
@@ -273,22 +263,6 @@ def test_a_flagged_worker_gets_no_work_for_the_configured_rounds_even_across_a_r
     assert [r.metrics["benched_workers"] for r in sink.reports] == [0.0, 2.0, 2.0, 0.0, 2.0]
     assert sink.reports[1].bytes_up < sink.reports[0].bytes_up
 
-    first = FakeSink()
-    execute_run(
-        config,
-        run_id=RUN_ID,
-        sink=first,
-        transport=transport(config),
-        should_stop=lambda: len(first.reports) >= 2,
-    )
-    resumed = FakeSink()
-    execute_run(
-        config,
-        run_id=RUN_ID,
-        sink=resumed,
-        transport=transport(config),
-        start_round=3,
-        checkpoint=first.checkpoints[2],
-    )
+    _, resumed = run_interrupted(config, stop_after=2)
     assert [r.metrics["benched_workers"] for r in resumed.reports] == [2.0, 0.0, 2.0]
     assert resumed.reports[-1].model_digest == sink.reports[-1].model_digest
