@@ -184,7 +184,8 @@ class Coordinator:
 
         assignment = round_assignment(self.config, t, self._base)
         nonce = secrets.token_hex(16)
-        benched = sorted(w for w, until in self._benched.items() if until >= t)
+        self._benched = {w: until for w, until in self._benched.items() if until >= t}
+        benched = frozenset(self._benched)
         tasks = {
             w: Task(self.run_id, t, nonce, w, assignment.files_of(w))
             for w in range(assignment.num_workers)
