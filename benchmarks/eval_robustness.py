@@ -181,7 +181,8 @@ class Case:
                     "r": d.r,
                     "relabel": self.mode != "strong",
                 },
-                # r = 1 without screening is the plain rule of the literature.
+                # r = 1 without screening is the plain rule of the literature; the
+                # screened row keeps the textbook cut-off its results were produced with.
                 "detection": {
                     "mode": "auto",
                     "outlier_threshold": 3.5 if d.screening else None,
@@ -799,8 +800,10 @@ def describe(
         "**Defences** (files per round x samples per file): `r=1 median` and `r=1 "
         "multi-krum` (scheme `none`, 15 x 32, f = q) are the plain rules of the literature, "
         "with Phalanx's r = 1 outlier screening off (`detection.outlier_threshold = null`); "
-        "`r=1 median + screening` is the same median after that screening (robust z-score "
-        "3.5, the default); `groups` (DETOX, r = 3, 5 x 96) and `mols` (ByzShield, r = 3, "
+        "`r=1 median + screening` is the same median after that screening at robust z-score "
+        "3.5 (Iglewicz and Hoaglin's cut-off; Phalanx's default is 8, which flags fewer "
+        "honest workers and still every IPM, reversed-gradient and constant update); "
+        "`groups` (DETOX, r = 3, 5 x 96) and `mols` (ByzShield, r = 3, "
         "25 x 20) aggregate the accepted files with the coordinate median (f = 0: detection "
         "runs first, and the median reads f only to check n > 2f); `subsets` (Aspis, r = 3, "
         "455 x 4: four samples per file so that each file's gradient means something; the "

@@ -82,7 +82,7 @@ class DetectionConfig(_Section):
         "per-file majority (Aspis, ByzShield).",
     )
     outlier_threshold: float | None = Field(
-        default=3.5,
+        default=8.0,  # phalanx.detection.DEFAULT_OUTLIER_THRESHOLD (the config imports no torch)
         gt=0.0,
         description="Robust z-score above which an r = 1 update is flagged (null: never).",
     )

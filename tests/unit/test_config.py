@@ -118,3 +118,9 @@ def test_codec_downlink_lambda_must_be_positive() -> None:
         assert "codec.downlink_rd_lambda" in _error({"codec": {"downlink_rd_lambda": bad}}).replace(
             "\n", "."
         )
+
+
+def test_the_config_screens_r1_updates_at_the_detection_default() -> None:
+    from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD
+
+    assert RunConfig().detection.outlier_threshold == DEFAULT_OUTLIER_THRESHOLD

@@ -25,6 +25,7 @@ from flwr.serverapp.exception import InconsistentMessageReplies
 from flwr.serverapp.strategy import FedAvg, Krum
 from flwr.supercore.task_identity import TaskIdentity
 
+from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD
 from phalanx.flower.strategy import (
     METRIC_ACCEPTED,
     METRIC_FLAGGED,
@@ -124,7 +125,7 @@ def test_poisoned_node_is_flagged_and_the_aggregate_is_the_honest_median() -> No
 
     [flagged] = strategy.flagged[1]
     assert (flagged.node_id, flagged.kind) == (ATTACKER, "outlier")
-    assert flagged.score is not None and flagged.threshold == 3.5
+    assert flagged.score is not None and flagged.threshold == DEFAULT_OUTLIER_THRESHOLD
     assert flagged.score > flagged.threshold
     assert f"Node {ATTACKER}'s update lies far" in flagged.summary
     assert_honest_median(arrays)
