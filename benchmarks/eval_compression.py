@@ -64,7 +64,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: E402
-from dataclasses import asdict, dataclass, field, replace  # noqa: E402
+from dataclasses import asdict, dataclass, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Literal  # noqa: E402
 
@@ -79,20 +79,19 @@ from compression_baselines import (  # noqa: E402
     Zstd,
     layer_sizes,
 )
-from torch import Tensor  # noqa: E402
+from inprocess_sharing import ReportSink, SharedUpdates, SharingWorker  # noqa: E402
 
 from phalanx.channel import Downlink  # noqa: E402
 from phalanx.codec import LayerSpec  # noqa: E402
 from phalanx.config import CodecSettings, RunConfig  # noqa: E402
 from phalanx.coordinator import Exchange  # noqa: E402
 from phalanx.data import ImageDataset, load_dataset  # noqa: E402
-from phalanx.nets import build_model, layer_shapes, model_digest, num_params  # noqa: E402
+from phalanx.nets import build_model, layer_shapes, num_params  # noqa: E402
 from phalanx.replies import Task  # noqa: E402
-from phalanx.reports import RoundReport  # noqa: E402
 from phalanx.roster import simulated_roster  # noqa: E402
 from phalanx.runs import build_coordinator, execute_run  # noqa: E402
 from phalanx_clients.inprocess import InProcessTransport  # noqa: E402
-from phalanx_clients.worker import Worker, compute_file_updates  # noqa: E402
+from phalanx_clients.worker import Worker  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 K = 15
@@ -310,56 +309,6 @@ def select(
 
 
 # --------------------------------------------------------------------------- running a case
-
-
-class ReportSink:
-    """Keeps the rounds in memory (no database needed)."""
-
-    def __init__(self) -> None:
-        self.reports: list[RoundReport] = []
-
-    def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
-        """Keep the report; the checkpoint is not needed."""
-        self.reports.append(report)
-
-
-class SharedUpdates:
-    """Honest file updates of the current round, computed once for every replica.
-
-    An honest update is a pure function of (model, round, file), so the r
-    workers of a file would compute the same bits r times; in one process one
-    computation serves them all. Each worker still encodes its own payload, and
-    the Flower row, which takes no shortcut, must reach the same model digests.
-    """
-
-    def __init__(self) -> None:
-        self._key: tuple[int, str] | None = None
-        self._updates: dict[int, Tensor] = {}
-
-    def updates(
-        self, config: RunConfig, train_set: ImageDataset, task: Task, params: Tensor
-    ) -> dict[int, Tensor]:
-        """The honest updates of the task's files."""
-        key = (task.round, model_digest(params))
-        if key != self._key:
-            self._key, self._updates = key, {}
-        missing = tuple(f for f in task.files if f not in self._updates)
-        if missing:
-            self._updates.update(
-                compute_file_updates(config, train_set, task.round, missing, params)
-            )
-        return {f: self._updates[f] for f in task.files}
-
-
-@dataclass
-class SharingWorker(Worker):
-    """A worker whose honest updates come from the round's shared computation."""
-
-    shared: SharedUpdates = field(default_factory=SharedUpdates)
-
-    def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
-        """Same bits as :meth:`Worker.honest_updates`, computed once per file."""
-        return self.shared.updates(self.config, self.train_set, task, params)
 
 
 class MeteredTransport:

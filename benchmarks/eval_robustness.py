@@ -44,11 +44,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from inprocess_sharing import ReportSink, SharedUpdates, SharingWorker
 from torch import Tensor
 
 from phalanx.assignment import Assignment
@@ -56,15 +57,13 @@ from phalanx.attacks import ALittleIsEnough, Attack, AttackContext, distortion_p
 from phalanx.config import RunConfig, Scheme
 from phalanx.data import ImageDataset, load_dataset
 from phalanx.detection import Replica, detect
-from phalanx.nets import model_digest
 from phalanx.plan import adversaries, base_assignment, round_assignment
-from phalanx.replies import Task
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_roster
 from phalanx.runs import execute_run, summarize
 from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport
-from phalanx_clients.worker import Worker, compute_file_updates
+from phalanx_clients.worker import Worker
 
 RESULTS = Path(__file__).parent / "results"
 K = 15
@@ -281,56 +280,6 @@ def goal_replicas(cases: Sequence[Case], seeds: Sequence[int]) -> list[Case]:
 
 
 # --------------------------------------------------------------------------- running a case
-
-
-class ReportSink:
-    """Keeps the rounds in memory (the grid needs no database)."""
-
-    def __init__(self) -> None:
-        self.reports: list[RoundReport] = []
-
-    def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
-        """Keep the report; the checkpoint is not needed."""
-        self.reports.append(report)
-
-
-class SharedUpdates:
-    """Honest file updates of the current round, computed once for every worker.
-
-    An honest update is a pure function of (model, round, file), so the r
-    workers holding a file would compute the same bits r times; in one process
-    one computation serves them all. The Flower rows compute every replica in
-    its own worker process and must still agree bit for bit.
-    """
-
-    def __init__(self) -> None:
-        self._key: tuple[int, str] | None = None
-        self._updates: dict[int, Tensor] = {}
-
-    def updates(
-        self, config: RunConfig, train_set: ImageDataset, task: Task, params: Tensor
-    ) -> dict[int, Tensor]:
-        """The honest updates of the task's files."""
-        key = (task.round, model_digest(params))
-        if key != self._key:
-            self._key, self._updates = key, {}
-        missing = tuple(f for f in task.files if f not in self._updates)
-        if missing:
-            self._updates.update(
-                compute_file_updates(config, train_set, task.round, missing, params)
-            )
-        return {f: self._updates[f] for f in task.files}
-
-
-@dataclass
-class SharingWorker(Worker):
-    """A worker whose honest updates come from the round's shared computation."""
-
-    shared: SharedUpdates = field(default_factory=SharedUpdates)
-
-    def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
-        """Same bits as :meth:`Worker.honest_updates`, computed once per file."""
-        return self.shared.updates(self.config, self.train_set, task, params)
 
 
 class PerRoundAttack:

@@ -26,6 +26,7 @@ def _load(name: str) -> ModuleType:
     return module
 
 
+_load("inprocess_sharing")  # imported by the evaluations as a sibling module
 robustness = _load("eval_robustness")
 bench_round = _load("bench_round")
 
