@@ -24,7 +24,7 @@ from phalanx.assignment import Assignment
 from phalanx.channel import Downlink, make_channel
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
-from phalanx.detection import Replica, detect
+from phalanx.detection import Replica, detect, payload_digest
 from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
 from phalanx.plan import base_assignment, round_assignment
@@ -317,12 +317,19 @@ class Coordinator:
         rejected: set[int] = set()
         seen: set[int] = set()
         decoded: dict[bytes, Tensor] = {}
+        hashed: dict[bytes, str] = {}
 
+        # Honest replicas of a file send identical bytes: hash and decode each payload
+        # once (a repeat costs a dictionary lookup and a comparison of the bytes).
         def decode_once(payload: bytes) -> Tensor:
-            # Honest replicas of a file send identical bytes: decode each payload once.
             if payload not in decoded:
                 decoded[payload] = self.decode(payload)
             return decoded[payload]
+
+        def digest_once(payload: bytes) -> str:
+            if payload not in hashed:
+                hashed[payload] = payload_digest(payload)
+            return hashed[payload]
 
         for reply in replies:
             member = self.members.get(reply.worker)
@@ -342,6 +349,7 @@ class Coordinator:
                         client_id=member.client_id,
                         public_key=member.public_key,
                         decode=decode_once,
+                        digest=digest_once,
                     )
                 )
             except ReplyRejectedError as exc:

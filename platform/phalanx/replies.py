@@ -6,7 +6,6 @@ its own kind; the round goes on without it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,11 +13,12 @@ import torch
 from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor
 
-from phalanx.detection import Replica
+from phalanx.detection import Replica, payload_digest
 from phalanx.finite import all_finite
 from phalanx.identity import verify_reply
 
 Decoder = Callable[[bytes], Tensor]
+Hasher = Callable[[bytes], str]
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,13 @@ def check_reply(
     client_id: str,
     public_key: ec.EllipticCurvePublicKey,
     decode: Decoder,
+    digest: Hasher = payload_digest,
 ) -> list[Replica]:
     """Check a reply against its task and return its replicas.
+
+    ``digest`` computes a payload's :func:`~phalanx.detection.payload_digest`;
+    a caller checking many replies may pass one that remembers the payloads it
+    has hashed already.
 
     Raises
     ------
@@ -143,8 +148,8 @@ def check_reply(
     ):
         raise ReplyRejectedError("bad_signature", "signature does not verify with the client's key")
     replicas = []
-    for file, payload, digest in zip(reply.files, reply.payloads, reply.digests, strict=True):
-        if hashlib.sha256(payload).hexdigest() != digest:
+    for file, payload, claimed in zip(reply.files, reply.payloads, reply.digests, strict=True):
+        if digest(payload) != claimed:
             raise ReplyRejectedError(
                 "malformed_reply", f"file {file}: payload does not match digest"
             )
@@ -156,5 +161,5 @@ def check_reply(
             raise ReplyRejectedError("malformed_reply", f"file {file}: {exc}") from exc
         if not all_finite(value):
             raise ReplyRejectedError("non_finite", f"file {file}: update holds NaN or Inf")
-        replicas.append(Replica(worker=reply.worker, file=file, value=value, digest=digest))
+        replicas.append(Replica(worker=reply.worker, file=file, value=value, digest=claimed))
     return replicas

@@ -119,7 +119,10 @@ def compute_update(
     for p in local.parameters():
         p.requires_grad_(True)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        # The CPU generator alone: torch.manual_seed also queues seeding of every
+        # accelerator backend, with a stack trace per call, which costs more than a
+        # small file's gradient.
+        torch.default_generator.manual_seed(seed)
         if local_steps == 1:
             return _flat_gradient(local, x, y)
         before = flatten_params(local)

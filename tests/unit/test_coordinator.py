@@ -168,6 +168,22 @@ def test_bad_reply_is_rejected_recorded_and_the_round_goes_on(kind: str) -> None
     assert sink.reports[-1].accuracy > 0.0
 
 
+def test_a_payload_another_worker_sent_for_another_file_still_fails_its_digest() -> None:
+    # The coordinator hashes each distinct payload once; bytes it has seen under one
+    # digest must not pass under another.
+    config = small_config(rounds=1, attack={"name": None, "q": 0})
+    victim = 6  # the last of 7 workers: its payloads were hashed in earlier replies
+    swapped = _tamper_worker(
+        victim,
+        lambda r: dataclasses.replace(r, payloads=(r.payloads[1], r.payloads[0], *r.payloads[2:])),
+    )
+    (report,) = run(config, tamper=swapped).reports
+    assert report.rejected == (victim,)
+    (event,) = [e for e in report.events if e.worker == victim]
+    assert event.kind == "malformed_reply"
+    assert "does not match digest" in event.evidence["reason"]
+
+
 CODEC = {"enabled": True, "rd_lambda": 0.1}
 
 
