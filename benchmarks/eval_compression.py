@@ -112,7 +112,7 @@ class Method:
     """A compressor and its settings."""
 
     kind: Kind
-    params: tuple[tuple[str, float | int | bool], ...] = ()
+    params: tuple[tuple[str, float | int | bool | str], ...] = ()
     r_one_only: bool = False
 
     @property
@@ -127,7 +127,7 @@ class Method:
         settings = "-".join(f"{k}{v}" for k, v in self.params)
         return "".join(c if c.isalnum() else "-" for c in f"{self.kind}-{settings}".lower())
 
-    def setting(self, name: str) -> float | int | bool:
+    def setting(self, name: str) -> float | int | bool | str:
         """One of ``params``."""
         return dict(self.params)[name]
 
@@ -158,6 +158,7 @@ def predictive(
     downlink_lambda: float | None = None,
     unbiased: bool = False,
     extra_step: float | None = None,
+    layer_distortion: bool = False,
 ) -> Method:
     """The platform's codec at ``rd_lambda``.
 
@@ -165,15 +166,19 @@ def predictive(
     the coordinator's broadcast; workers encode their uplink at ``rd_lambda``.
     ``unbiased`` sets ``codec.unbiased`` (stochastic rounding of the uplink).
     ``extra_step`` adds a coarser step (in units of the residual's RMS) to the
-    default ``codec.step_sizes``.
+    default ``codec.step_sizes``. ``layer_distortion`` sets
+    ``codec.rd_distortion = "layer"`` (each layer's error relative to its own
+    energy, as Adam on the server sees it).
     """
-    params: tuple[tuple[str, float | int | bool], ...] = (("lambda", rd_lambda),)
+    params: tuple[tuple[str, float | int | bool | str], ...] = (("lambda", rd_lambda),)
     if downlink_lambda is not None:
         params += (("downlink_lambda", downlink_lambda),)
     if unbiased:
         params += (("unbiased", True),)
     if extra_step is not None:
         params += (("extra_step", extra_step),)
+    if layer_distortion:
+        params += (("rd_distortion", "layer"),)
     if error_feedback:
         params += (("error_feedback", True),)
     return Method("predictive coding", params, r_one_only=error_feedback)
@@ -202,6 +207,17 @@ EXTRA_METHODS = (
     # The same with a 16x-RMS step on offer, to go below 0.32 bits per parameter.
     predictive(3.0, downlink_lambda=DOWNLINK_LAMBDA, unbiased=True, extra_step=16.0),
     predictive(10.0, downlink_lambda=DOWNLINK_LAMBDA, unbiased=True, extra_step=16.0),
+    # Distortion measured per layer, as Adam on the server sees it.
+    *(
+        predictive(
+            lam,
+            downlink_lambda=DOWNLINK_LAMBDA,
+            unbiased=True,
+            extra_step=16.0,
+            layer_distortion=True,
+        )
+        for lam in (10.0, 30.0)
+    ),
 )
 QUICK_METHODS = (
     FP32,
@@ -249,6 +265,7 @@ class Case:
                 "rd_lambda": self.method.setting("lambda"),
                 "downlink_rd_lambda": dict(self.method.params).get("downlink_lambda"),
                 "unbiased": bool(dict(self.method.params).get("unbiased", False)),
+                "rd_distortion": dict(self.method.params).get("rd_distortion", "update"),
                 "error_feedback": self.method.error_feedback,
             }
             extra = dict(self.method.params).get("extra_step")
@@ -364,7 +381,7 @@ class Row:
     """
 
     method: str
-    params: dict[str, float | int | bool]
+    params: dict[str, float | int | bool | str]
     final_accuracy: float | None
     uplink_bytes: int
     downlink_bytes: int

@@ -49,6 +49,7 @@ def codec_config(settings: CodecSettings) -> CodecConfig:
         ternary=settings.ternary,
         unbiased=settings.unbiased,
         rd_lambda=settings.rd_lambda,
+        rd_distortion=settings.rd_distortion,
         censor_threshold=settings.censor_threshold,
         error_feedback=settings.error_feedback,
         history_length=settings.history_length,
@@ -70,13 +71,19 @@ def downlink_codec_config(settings: CodecSettings) -> CodecConfig:
     """Translate the run config's codec section into the broadcast's settings.
 
     Equal to :func:`codec_config` but for ``rd_lambda``, which is
-    :func:`downlink_lambda`, and ``unbiased``, which is off: the broadcast is one
-    payload applied as it is (its error carried into the next broadcast), not
-    one of many estimates averaged. Both only steer the encoder's choices (they
-    are not in the bitstream and the decoder never reads them), so workers
-    decode the broadcast with either config.
+    :func:`downlink_lambda`, ``unbiased``, which is off, and ``rd_distortion``,
+    which is ``"update"``: the broadcast is one payload applied to the weights
+    as it is (its error carried into the next broadcast), not one of many
+    estimates averaged and rescaled by the server's optimiser. All three only
+    steer the encoder's choices (they are not in the bitstream and the decoder
+    never reads them), so workers decode the broadcast with either config.
     """
-    return replace(codec_config(settings), rd_lambda=downlink_lambda(settings), unbiased=False)
+    return replace(
+        codec_config(settings),
+        rd_lambda=downlink_lambda(settings),
+        unbiased=False,
+        rd_distortion="update",
+    )
 
 
 @dataclass(frozen=True)

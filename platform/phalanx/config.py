@@ -169,6 +169,14 @@ class CodecSettings(_Section):
         "the prediction to the prediction in every update alike. More bits at a given "
         "rd_lambda. The broadcast keeps deterministic rounding.",
     )
+    rd_distortion: Literal["update", "layer"] = Field(
+        default="update",
+        description="Uplink only: what D in J = D + lambda R measures. 'update': squared "
+        "error over the whole update's energy (bits go where the squared error is; suits SGD "
+        "on the server). 'layer': each layer's error over its own energy, weighted by its "
+        "share of parameters (suits Adam and AMSGrad, which move every coordinate by its own "
+        "scale, so a layer of small gradients matters as much as one of large gradients).",
+    )
     censor_threshold: float = Field(default=0.05, ge=0.0)
     history_length: int = Field(default=3, ge=1, le=64)
     error_feedback: bool = Field(

@@ -273,6 +273,11 @@ def _search(
     size = update.size
     limit = config.censor_threshold**2
     index = sample_indices(size, sample_size(size, config.rd_sample_size))
+    # Under "layer" distortion the layer is scored as if the whole update had its mean
+    # square, so its relative error weighs by its share of the parameters.
+    reference = (
+        totals[0] if config.rd_distortion == "update" else _energy(update) * totals[1] / size
+    )
     while True:
         sample = update if index is None else update[index]
         energy = _energy(sample)
@@ -298,7 +303,7 @@ def _search(
                 found,
                 layer_size=size,
                 sample_energy=energy,
-                update_energy=totals[0],
+                update_energy=reference,
                 parameters=totals[1],
                 step_sizes=config.step_sizes,
                 ternary=config.ternary,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from .predictors import Predictor
 
@@ -14,8 +15,8 @@ class CodecConfig:
 
     Encoder and decoder must use equal configs (the decoder refuses payloads
     that use a predictor or quantizer the config does not enable), except for
-    the encoder-only settings ``unbiased``, ``rd_lambda``, ``censor_threshold``
-    and ``rd_sample_size``, which the decoder never reads: a coordinator may
+    the encoder-only settings ``unbiased``, ``rd_lambda``, ``rd_distortion``,
+    ``censor_threshold`` and ``rd_sample_size``, which the decoder never reads: a coordinator may
     code its broadcast at another ``rd_lambda`` than the workers' uplink.
 
     Parameters
@@ -48,6 +49,17 @@ class CodecConfig:
         squared error per parameter divided by the update's mean square (so
         ``lambda`` does not depend on the gradient's scale), ``R`` bits per
         parameter, side information included. Larger means fewer bits.
+    rd_distortion : {"update", "layer"}
+        What ``D`` measures. ``"update"``: squared error over the whole
+        update's energy, so bits go where the squared error is (reverse
+        water-filling across layers); right when the update is applied as it
+        is, e.g. by SGD. ``"layer"``: each layer's squared error over that
+        layer's own energy, weighted by its share of the parameters; right
+        when the server's optimiser normalises each coordinate by its own
+        running scale (Adam, AMSGrad), under which a layer of small gradients
+        moves as far as one of large gradients, so its relative error costs
+        as much. Under ``"update"`` such a layer is sent coarsely or not at
+        all.
     censor_threshold : float
         A layer whose residual norm is at most this fraction of the update's
         norm is sent as a flag: its reconstruction is the prediction.
@@ -82,6 +94,7 @@ class CodecConfig:
     ternary: bool = True
     unbiased: bool = False
     rd_lambda: float = 0.1
+    rd_distortion: Literal["update", "layer"] = "update"
     censor_threshold: float = 0.05
     error_feedback: bool = False
     downlink_error_feedback: bool = True
@@ -105,6 +118,10 @@ class CodecConfig:
             raise ValueError("enable at least one quantizer: give step_sizes or set ternary=True")
         if not (math.isfinite(self.rd_lambda) and self.rd_lambda >= 0.0):
             raise ValueError(f"rd_lambda must be finite and >= 0, got {self.rd_lambda}")
+        if self.rd_distortion not in ("update", "layer"):
+            raise ValueError(
+                f"rd_distortion must be 'update' or 'layer', got {self.rd_distortion!r}"
+            )
         if not 0.0 <= self.censor_threshold < 1.0:
             raise ValueError(f"censor_threshold must be in [0, 1), got {self.censor_threshold}")
         if self.history_length < 1:

@@ -42,6 +42,15 @@ def test_downlink_lambda_falls_back_to_rd_lambda_and_changes_nothing_else() -> N
     assert down == CodecConfig(**{**vars(codec_config(split)), "rd_lambda": 0.03})
 
 
+def test_layer_distortion_steers_the_uplink_and_leaves_the_broadcast_on_squared_error() -> None:
+    settings = CodecSettings(enabled=True, rd_distortion="layer", unbiased=True)
+    assert codec_config(settings).rd_distortion == "layer"
+    down = downlink_codec_config(settings)
+    assert down.rd_distortion == "update" and not down.unbiased
+    with pytest.raises(ValueError, match="rd_distortion"):
+        CodecSettings(enabled=True, rd_distortion="adam")  # type: ignore[arg-type]
+
+
 def _params() -> torch.Tensor:
     return torch.from_numpy(gradient_like(LAYOUT, 0, scale=0.1))
 

@@ -373,3 +373,38 @@ def test_unbiased_reconstructions_average_to_the_update_where_rounding_to_neares
     bias_unbiased = np.sum((mean - update) ** 2)
     assert bias_nearest > 0.1 * np.sum(update**2)
     assert bias_unbiased < 0.05 * bias_nearest
+
+
+def _relative_errors(update: np.ndarray, decoded: np.ndarray, layout) -> list[float]:
+    errors = []
+    for start, size in zip(np.cumsum([0, *layout.sizes[:-1]]), layout.sizes, strict=True):
+        part = update[start : start + size].astype(np.float64)
+        error = decoded[start : start + size].astype(np.float64) - part
+        errors.append(float(np.sum(error**2) / np.sum(part**2)))
+    return errors
+
+
+def test_layer_distortion_codes_a_layer_of_small_gradients_as_finely_as_the_others(layout):
+    # fc.weight (2,000 of 2,090 parameters) carries gradients 1,000 times smaller than
+    # the rest: measured against the whole update it is noise, measured against
+    # itself (as Adam on the server sees it) it is most of the model.
+    update = gradient_like(layout, 5)
+    fc = slice(sum(layout.sizes[:2]), sum(layout.sizes[:3]))
+    update[fc] *= 1e-3
+    base = {"step_sizes": (0.25, 1.0, 4.0), "censor_threshold": 0.0, "rd_lambda": 0.3}
+    cold = DeltaHistory.from_config(layout, CodecConfig(**base))
+    by_update = _relative_errors(
+        update, _encode(update, layout, cold, CodecConfig(**base)).flat, layout
+    )
+    layer = CodecConfig(**base, rd_distortion="layer")
+    encoded = _encode(update, layout, cold, layer)
+    by_layer = _relative_errors(update, encoded.flat, layout)
+    assert by_update[2] > 0.5  # the small layer is sent as little more than noise
+    assert by_layer[2] < 0.2 * by_update[2]
+    assert by_layer[2] < 2.0 * min(by_layer[0], by_layer[3])
+    assert np.array_equal(_decode(encoded.payload, layout, cold, layer), encoded.flat)
+
+
+def test_an_unknown_distortion_measure_is_refused():
+    with pytest.raises(ValueError, match="rd_distortion"):
+        CodecConfig(rd_distortion="adam")  # type: ignore[arg-type]
