@@ -26,6 +26,12 @@ default when largest agreeing groups tie, ``detection.on_tie = "drop_disputed"``
 drops a file whose unflagged replicas disagree; with a unique largest group the
 unflagged replicas never disagree), checked against the report's dropped files.
 
+The cells the strong-attack goal compares (``subsets`` and the plain r = 1
+median, without attack and under the strong attack at the largest q) also run
+for longer (``--long-rounds``, 80 by default): at 20 rounds every model is still
+far from trained, and an attack that only slows training shows little there.
+``--long-only`` runs just those and merges them into the existing results.
+
 Writes ``benchmarks/results/robustness.json`` and ``robustness.md``.
 """
 
@@ -150,12 +156,16 @@ class Case:
     strategy: Strategy
     f: int
     seed: int = SEED
+    rounds: int | None = None
+    """Rounds of this case; ``None``: the grid's."""
 
     @property
     def run_id(self) -> str:
         """Run id (it also derives the simulated workers' keys)."""
         d = self.defence
         tail = "" if self.seed == SEED else f"-s{self.seed}"
+        if self.rounds is not None:
+            tail += f"-{self.rounds}r"
         return f"robustness-{d.label}-{self.attack}-{self.mode}-q{self.q}{tail}"
 
     def config(self, settings: Settings) -> RunConfig:
@@ -165,7 +175,7 @@ class Case:
             {
                 "name": self.run_id,
                 "seed": self.seed,
-                "rounds": settings.rounds,
+                "rounds": self.rounds or settings.rounds,
                 "data": {
                     "dataset": "fashion-mnist",
                     "model": settings.model,
@@ -277,6 +287,24 @@ def goal_replicas(cases: Sequence[Case], seeds: Sequence[int]) -> list[Case]:
         return c.defence == baseline and (c.q == 0 or (c.mode == "strong" and c.q == top))
 
     return [dataclasses.replace(c, seed=s) for s in seeds for c in cases if wanted(c)]
+
+
+def long_runs(cases: Sequence[Case], seeds: Sequence[int], rounds: int) -> list[Case]:
+    """The strong-attack goal's cells again with ``rounds`` rounds, under every seed.
+
+    ``subsets`` and the plain r = 1 median, without attack and under the strong
+    attack at the largest q of ``cases``.
+    """
+    top = max((c.q for c in cases), default=0)
+    baseline = DEFENCES[0]
+
+    def wanted(c: Case) -> bool:
+        goal_cell = c.q == 0 or (c.mode == "strong" and c.q == top)
+        return (c.defence.scheme == "subsets" or c.defence == baseline) and goal_cell
+
+    return [
+        dataclasses.replace(c, seed=s, rounds=rounds) for s in seeds for c in cases if wanted(c)
+    ]
 
 
 # --------------------------------------------------------------------------- running a case
@@ -462,8 +490,9 @@ def _run_in_process(job: tuple[Case, Settings]) -> Row:
 
 
 def _cost(case: Case) -> int:
-    """Rough work of a case: replicas per round (the subsets runs dominate)."""
-    return {"subsets": 1365, "mols": 75}.get(case.defence.scheme, 15)
+    """Rough work of a case: replicas per round (the subsets runs dominate), times rounds."""
+    per_round = {"subsets": 1365, "mols": 75}.get(case.defence.scheme, 15)
+    return per_round * (case.rounds or 20)
 
 
 def run_grid(
@@ -492,8 +521,30 @@ def run_grid(
 # --------------------------------------------------------------------------- reporting
 
 
-def _key(row: Row) -> tuple[str, str, str, int, int]:
-    return (row.defence, row.attack, row.mode, row.q, row.seed)
+def _key(row: Row) -> tuple[str, str, str, int, int, int]:
+    return (row.defence, row.attack, row.mode, row.q, row.seed, row.rounds)
+
+
+def grid_rounds(rows: Sequence[Row]) -> int:
+    """Rounds of the grid: the most common among the rows (the long runs are few)."""
+    counts: dict[int, int] = {}
+    for r in rows:
+        counts[r.rounds] = counts.get(r.rounds, 0) + 1
+    return max(counts, key=lambda n: (counts[n], -n))
+
+
+def merge(old: Sequence[Row], new: Sequence[Row]) -> list[Row]:
+    """``old`` with each row of the same case and transport as a new row replaced.
+
+    New rows of cases ``old`` does not have are appended.
+    """
+
+    def case_of(r: Row) -> tuple[object, ...]:
+        return (*_key(r), r.transport)
+
+    fresh = {case_of(r): r for r in new}
+    merged = [fresh.pop(case_of(r), r) for r in old]
+    return [*merged, *fresh.values()]
 
 
 @dataclass(frozen=True)
@@ -558,23 +609,28 @@ def _by_seed(rows: Sequence[Row]) -> str:
     return ", ".join(f"{_pct(r.final_accuracy)} (seed {r.seed})" for r in rows)
 
 
+def paired(a: Sequence[Row], b: Sequence[Row]) -> tuple[list[Row], list[Row]]:
+    """The rows of ``a`` and of ``b`` whose seeds both have, each sorted by seed."""
+    seeds = {r.seed for r in a} & {r.seed for r in b}
+    return sorted((r for r in a if r.seed in seeds), key=lambda r: r.seed), sorted(
+        (r for r in b if r.seed in seeds), key=lambda r: r.seed
+    )
+
+
 def goals(rows: Sequence[Row]) -> list[Goal]:
     """The issue's goals for ``subsets`` under the weak and the strong attack.
 
     Accuracies are averaged over the seeds each cell ran with (`goal_replicas`), and
-    a difference is taken between cells of the same seeds.
+    a difference is taken between cells of the same seeds. The weak-attack goals
+    read the grid's runs; the strong-attack goal is checked at every length the
+    strong cells ran with (the grid's, and `long_runs`).
     """
     local = [r for r in rows if r.transport == IN_PROCESS]
-    aspis = [r for r in local if r.scheme == "subsets"]
-    cells: dict[tuple[str, str, str, int], list[Row]] = {}
+    main = grid_rounds(local) if local else 0
+    aspis = [r for r in local if r.scheme == "subsets" and r.rounds == main]
+    cells: dict[tuple[str, str, str, int, int], list[Row]] = {}
     for r in local:
-        cells.setdefault((r.defence, r.attack, r.mode, r.q), []).append(r)
-
-    def paired(a: Sequence[Row], b: Sequence[Row]) -> tuple[list[Row], list[Row]]:
-        seeds = {r.seed for r in a} & {r.seed for r in b}
-        return sorted((r for r in a if r.seed in seeds), key=lambda r: r.seed), sorted(
-            (r for r in b if r.seed in seeds), key=lambda r: r.seed
-        )
+        cells.setdefault((r.defence, r.attack, r.mode, r.q, r.rounds), []).append(r)
 
     out = []
     weak = [r for r in aspis if r.mode == "weak"]
@@ -588,11 +644,11 @@ def goals(rows: Sequence[Row]) -> list[Goal]:
             )
         )
     aspis_name = aspis[0].defence if aspis else ""
-    clean = cells.get((aspis_name, NO_ATTACK, "none", 0), [])
+    clean = cells.get((aspis_name, NO_ATTACK, "none", 0, main), [])
     if weak and clean:
         details, met = [], True
         for key in sorted({(r.attack, r.q) for r in weak}, key=lambda k: (k[1], k[0])):
-            attacked, base = paired(cells[(aspis_name, key[0], "weak", key[1])], clean)
+            attacked, base = paired(cells[(aspis_name, key[0], "weak", key[1], main)], clean)
             drop = _mean_accuracy(base) - _mean_accuracy(attacked)
             met = met and drop <= 0.01
             details.append(f"{key[0]} q = {key[1]}: {100 * drop:+.2f} ({len(attacked)} seeds)")
@@ -608,35 +664,50 @@ def goals(rows: Sequence[Row]) -> list[Goal]:
         )
     top = max((r.q for r in aspis), default=0)
     baseline = DEFENCES[0].name
+    lengths = sorted({r.rounds for r in local if r.scheme == "subsets" and r.mode == "strong"})
+    for rounds in lengths:
+        goal = _strong_goal(cells, aspis_name, baseline, top, rounds)
+        if goal is not None:
+            out.append(goal)
+    return out
+
+
+def _strong_goal(
+    cells: dict[tuple[str, str, str, int, int], list[Row]],
+    aspis_name: str,
+    baseline: str,
+    top: int,
+    rounds: int,
+) -> Goal | None:
+    clean = cells.get((aspis_name, NO_ATTACK, "none", 0, rounds), [])
     gaps = []
     for attack in ATTACKS:
-        mine = cells.get((aspis_name, attack, "strong", top), [])
-        theirs = cells.get((baseline, attack, "strong", top), [])
+        mine = cells.get((aspis_name, attack, "strong", top, rounds), [])
+        theirs = cells.get((baseline, attack, "strong", top, rounds), [])
         if mine and theirs:
             mine, theirs = paired(mine, theirs)
             gaps.append((attack, _mean_accuracy(mine) - _mean_accuracy(theirs), mine, theirs))
-    if gaps:
-        # No defence beats its own unattacked accuracy (give or take noise), so an attack
-        # that costs the baseline less than 10 points leaves no room for a 10-point gap.
-        room = {}
-        for attack, _, _, theirs in gaps:
-            base, own = paired(theirs, clean)
-            room[attack] = _mean_accuracy(own) - _mean_accuracy(base) if own else math.nan
-        out.append(
-            Goal(
-                f"subsets, strong attack, q = {top}: at least 10 points above {baseline} "
-                "(mean over seeds; points: subsets minus r = 1 median; *room*: subsets' "
-                "own q = 0 accuracy minus the r = 1 median under the attack, the largest "
-                "gap a defence could show)",
-                all(g >= 0.10 for _, g, _, _ in gaps),
-                "; ".join(
-                    f"{a} {100 * g:+.2f}, room {100 * room[a]:+.2f} (subsets {_by_seed(m)}; "
-                    f"r = 1 median {_by_seed(t)})"
-                    for a, g, m, t in gaps
-                ),
-            )
-        )
-    return out
+    if not gaps:
+        return None
+    # No defence beats its own unattacked accuracy (give or take noise), so an attack
+    # that costs the baseline less than 10 points leaves no room for a 10-point gap.
+    room = {}
+    for attack, _, _, theirs in gaps:
+        base, own = paired(theirs, clean)
+        room[attack] = _mean_accuracy(own) - _mean_accuracy(base) if own else math.nan
+    return Goal(
+        f"subsets, strong attack, q = {top}, {rounds} rounds: at least 10 points "
+        f"above {baseline} "
+        "(mean over seeds; points: subsets minus r = 1 median; *room*: subsets' "
+        "own q = 0 accuracy minus the r = 1 median under the attack, the largest "
+        "gap a defence could show)",
+        all(g >= 0.10 for _, g, _, _ in gaps),
+        "; ".join(
+            f"{a} {100 * g:+.2f}, room {100 * room[a]:+.2f} (subsets {_by_seed(m)}; "
+            f"r = 1 median {_by_seed(t)})"
+            for a, g, m, t in gaps
+        ),
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -676,6 +747,7 @@ def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
         )
     local = {_key(r): r for r in rows if r.transport == IN_PROCESS}
     q = max(r.q for r in rows)
+    main = grid_rounds(rows)
     lines += [
         "",
         f"## Final accuracy (%) at q = {q}, and without attack",
@@ -684,17 +756,18 @@ def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
         "|---|---|" + "---|" * (len(ATTACKS) * len(MODES)),
     ]
     for d in DEFENCES:
-        cells = [_cell(local.get((d.name, NO_ATTACK, "none", 0, SEED)))]
-        cells += [_cell(local.get((d.name, a, m, q, SEED))) for a in ATTACKS for m in MODES]
+        cells = [_cell(local.get((d.name, NO_ATTACK, "none", 0, SEED, main)))]
+        cells += [_cell(local.get((d.name, a, m, q, SEED, main))) for a in ATTACKS for m in MODES]
         if any(r.defence == d.name for r in rows):
             lines.append(f"| {d.name} | " + " | ".join(cells) + " |")
+    lines += _long_table(rows, main, q)
     lines += [
         "",
         "## Every run",
         "",
-        "| defence | aggregator | attack | mode | strategy | q | seed | final accuracy (%) "
-        "| precision | recall | distorted fraction | transport |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| defence | aggregator | attack | mode | strategy | q | seed | rounds "
+        "| final accuracy (%) | precision | recall | distorted fraction | transport |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes_below = []
     for r in rows:
@@ -704,13 +777,39 @@ def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
             mark = f" [{len(notes_below)}]"
         lines.append(
             f"| {r.defence} | {r.aggregator} (f = {r.f}){mark} | {r.attack} | {r.mode} "
-            f"| {r.strategy} | {r.q} | {r.seed} | {_pct(r.final_accuracy)} "
+            f"| {r.strategy} | {r.q} | {r.seed} | {r.rounds} | {_pct(r.final_accuracy)} "
             f"| {_num(r.precision, 2)} "
             f"| {_num(r.recall, 2)} | {_num(r.distorted_fraction, 3)} | {r.transport} |"
         )
     if notes_below:
         lines += ["", *(f"[{i}] {text}" for i, text in enumerate(notes_below, 1))]
     return "\n".join(lines) + "\n"
+
+
+def _long_table(rows: Sequence[Row], main: int, q: int) -> list[str]:
+    """Mean final accuracy of the longer runs, per defence, without attack and strong at q."""
+    long = [r for r in rows if r.transport == IN_PROCESS and r.rounds != main]
+    lines = []
+    for rounds in sorted({r.rounds for r in long}):
+        at = [r for r in long if r.rounds == rounds]
+        columns = [(NO_ATTACK, "none", 0), *((a, "strong", q) for a in ATTACKS)]
+        lines += [
+            "",
+            f"## Longer training: {rounds} rounds (mean final accuracy % over seeds "
+            f"{', '.join(str(s) for s in sorted({r.seed for r in at}))})",
+            "",
+            "| defence | q = 0 | " + " | ".join(f"{a}, strong, q = {q}" for a in ATTACKS) + " |",
+            "|---|---|" + "---|" * len(ATTACKS),
+        ]
+        for d in DEFENCES:
+            mine = [r for r in at if r.defence == d.name]
+            if mine:
+                cells = [
+                    [r for r in mine if (r.attack, r.mode, r.q) == column] for column in columns
+                ]
+                text = [f"{100 * _mean_accuracy(c):.2f}" if c else "—" for c in cells]
+                lines.append(f"| {d.name} | " + " | ".join(text) + " |")
+    return lines
 
 
 def describe(
@@ -721,10 +820,20 @@ def describe(
     flower = [r for r in rows if r.transport == FLOWER]
     consistent = sum(r.drops_consistent for r in rows if r.error is None)
     finished = sum(r.error is None for r in rows)
+    longer = [r for r in inproc if r.rounds != settings.rounds]
+    lengths = " and ".join(str(n) for n in sorted({r.rounds for r in longer}))
     return [
-        f"{'Quick grid (`--quick`): ' if quick else ''}{len(inproc)} runs on the in-process "
-        f"transport (`phalanx_clients.inprocess`, a test double of Flower's runtime) and "
-        f"{len(flower)} through Flower's simulation engine, {settings.rounds} rounds each; "
+        f"{'Quick grid (`--quick`): ' if quick else ''}{len(inproc) - len(longer)} runs on the "
+        f"in-process transport (`phalanx_clients.inprocess`, a test double of Flower's "
+        f"runtime) and {len(flower)} through Flower's simulation engine, {settings.rounds} "
+        "rounds each"
+        + (
+            f", and {len(longer)} in-process runs of {lengths} rounds (the strong-attack "
+            "goal's cells trained for longer)"
+            if longer
+            else ""
+        )
+        + "; "
         f"{minutes:.0f} min in all ({sum(r.seconds for r in inproc) / 60:.0f} min of "
         f"in-process runs on {jobs} process(es), {sum(r.seconds for r in flower) / 60:.0f} "
         f"min through Flower) on {os.cpu_count()} cores shared with other work; torch "
@@ -737,9 +846,17 @@ def describe(
         + (
             "Three rounds only check that every path runs. "
             if quick
-            else f"{settings.rounds} rounds (not 30 or more: a 455-file Aspis round costs 4 s "
+            else f"{settings.rounds} rounds (not 30 or more: a 455-file Aspis round costs 3 s "
             "to 25 s here, depending on the other work on the machine, and the grid has 25 "
             "of those runs). "
+        )
+        + (
+            f"At {settings.rounds} rounds every model is still far from trained, and an attack "
+            "that slows training more than it derails it shows little, so the cells of the "
+            f"strong-attack goal also ran for {lengths} rounds (`--long-rounds`), under every "
+            "seed. "
+            if longer
+            else ""
         )
         + "Accuracy is measured on the first "
         f"{settings.eval_samples} test samples after every round and on all 10,000 after the "
@@ -844,6 +961,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
+        "--long-rounds",
+        type=int,
+        default=None,
+        help="rounds of the strong-attack goal's longer runs (default 80; 0 or --quick: none)",
+    )
+    parser.add_argument(
+        "--long-only",
+        action="store_true",
+        help="run only the longer runs and merge them into robustness.json",
+    )
+    parser.add_argument(
         "--report-only", action="store_true", help="rewrite robustness.md from robustness.json"
     )
     args = parser.parse_args(argv)
@@ -866,18 +994,26 @@ def main(argv: list[str] | None = None) -> int:
     extra = (
         args.extra_seeds if args.extra_seeds is not None else ("" if args.quick else "2027,2028")
     )
-    cases += goal_replicas(cases, [int(x) for x in extra.split(",") if x])
+    seeds = [int(x) for x in extra.split(",") if x]
+    long_rounds = args.long_rounds if args.long_rounds is not None else (0 if args.quick else 80)
+    longer = long_runs(cases, [settings.seed, *seeds], long_rounds) if long_rounds else []
+    cases += goal_replicas(cases, seeds)
     results = args.out / "robustness.json"
-    if args.report_only:
+    if args.report_only or args.long_only:
         rows = [Row(**r) for r in json.loads(results.read_text(encoding="utf-8"))]
+        if args.long_only:
+            rows = merge(rows, run_grid(longer, settings, args.jobs, _log))
+            results.write_text(
+                json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8"
+            )
         # Wall time is not stored; the runs' own times give it back, give or take start-up.
         local_seconds = sum(r.seconds for r in rows if r.transport == IN_PROCESS)
         flower_seconds = sum(r.seconds for r in rows if r.transport == FLOWER)
         minutes = (local_seconds / args.jobs + flower_seconds) / 60
-        settings = dataclasses.replace(settings, rounds=max(r.rounds for r in rows))
+        settings = dataclasses.replace(settings, rounds=grid_rounds(rows))
     else:
         started = time.perf_counter()
-        rows = run_grid(cases, settings, args.jobs, _log)
+        rows = run_grid([*cases, *longer], settings, args.jobs, _log)
         for case in [] if args.no_flower else twins:
             rows.append(run_case(case, settings, FLOWER))
             _log(rows[-1])

@@ -160,6 +160,57 @@ def test_the_strong_goal_averages_each_cell_over_the_seeds_both_sides_ran() -> N
     assert not goal.met and "alie +5.00" in goal.detail
 
 
+def test_the_strong_goal_is_checked_at_each_length_the_strong_cells_ran_with() -> None:
+    base = robustness.DEFENCES[0].name
+    rows = [
+        _row(attack="none", mode="none", q=0, strategy="-", final_accuracy=0.80),
+        _row(mode="strong", q=5, final_accuracy=0.79),
+        _row(defence=base, scheme="none", mode="strong", q=5, final_accuracy=0.75),
+    ]
+    rows += [
+        dataclasses.replace(r, rounds=80, final_accuracy=(r.final_accuracy or 0) + d)
+        for r, d in zip(rows, (0.05, 0.05, -0.05), strict=True)
+    ]
+    by_text = {g.text.split(":")[0]: g for g in robustness.goals(rows)}
+    short = by_text["subsets, strong attack, q = 5, 12 rounds"]
+    long = by_text["subsets, strong attack, q = 5, 80 rounds"]
+    assert not short.met and "alie +4.00, room +5.00" in short.detail
+    assert long.met and "alie +14.00, room +15.00" in long.detail
+    # The weak-attack goals read the grid's length only.
+    rows.append(_row())
+    weak = next(g for g in robustness.goals(rows) if "within 1 point" in g.text)
+    assert "q = 0: 80.00 (seed 2026)" in weak.text
+    assert "## Longer training: 80 rounds" in robustness.markdown(rows, ["settings"])
+
+
+def test_long_runs_repeat_the_strong_goal_cells_for_every_seed() -> None:
+    cases = robustness.grid(robustness.DEFENCES, ("alie", "ipm"), (0, 3, 5), ("weak", "strong"), 1)
+    longer = robustness.long_runs(cases, [1, 2], 80)
+    assert {c.rounds for c in longer} == {80}
+    assert {c.defence.name for c in longer} == {"r=1 median", "subsets (Aspis)"}
+    assert {(c.attack, c.mode, c.q) for c in longer} == {
+        ("none", "none", 0),
+        ("alie", "strong", 5),
+        ("ipm", "strong", 5),
+    }
+    assert len(longer) == 2 * 2 * 3
+    assert len({c.run_id for c in longer}) == len(longer)
+    assert longer[0].config(SETTINGS).rounds == 80
+
+
+def test_merge_replaces_rows_of_the_same_case_and_keeps_the_rest() -> None:
+    old = [_row(), _row(rounds=80), _row(seed=7)]
+    new = [_row(rounds=80, final_accuracy=0.5), _row(q=5)]
+    merged = robustness.merge(old, new)
+    assert [(r.rounds, r.seed, r.q, r.final_accuracy) for r in merged] == [
+        (12, robustness.SEED, 3, 0.80),
+        (80, robustness.SEED, 3, 0.5),
+        (12, 7, 3, 0.80),
+        (12, robustness.SEED, 5, 0.80),
+    ]
+    assert robustness.grid_rounds(merged) == 12
+
+
 def test_agreement_needs_the_same_flags_and_the_same_model() -> None:
     local = _row()
     same = robustness.Agreement(local, dataclasses.replace(local, transport=robustness.FLOWER))
