@@ -23,8 +23,9 @@ Methods (uplink; the downlink is what the channel sends, counted as it is):
   downlink is the compressed global delta. ``lambda`` is ``codec.rd_lambda``;
   ``downlink_lambda`` is ``codec.downlink_rd_lambda``, the broadcast's own rate
   weight (unset: the broadcast is coded at ``rd_lambda`` too); ``unbiased``
-  is ``codec.unbiased`` (stochastic rounding of the uplink). Every row is a
-  plain run config.
+  is ``codec.unbiased`` (stochastic rounding of the uplink); ``extra_step``
+  adds a coarser step to ``codec.step_sizes``; ``rd_distortion`` is
+  ``codec.rd_distortion``. Every row is a plain run config.
 
 Baselines plug into the same coordinator and workers (``compression_baselines``:
 a ``BaselineReplica`` encodes, a ``BaselineChannel`` decodes). Runs go through
@@ -930,7 +931,10 @@ def describe(
         "coordinate plus each layer's mean magnitude (float32), aggregated by the mean rule "
         "(not majority vote). *predictive coding*: `config.codec` with `enabled = true`, "
         "`rd_lambda` = *lambda* and, where the row gives one, `downlink_rd_lambda` = "
-        "*downlink_lambda* and `unbiased` = *unbiased* (stochastic rounding of the uplink), "
+        "*downlink_lambda*, `unbiased` = *unbiased* (stochastic rounding of the uplink), "
+        "`step_sizes` = the default steps plus *extra_step* (in multiples of the residual's "
+        "RMS) and `rd_distortion` = *rd_distortion* (`layer`: each layer's error against its "
+        "own energy, as Adam on the server sees it, instead of against the whole update's), "
         "every other codec setting at its default. The workers code their updates at "
         "`rd_lambda`, the coordinator its broadcast of the global delta at "
         "`downlink_rd_lambda` (at `rd_lambda` too where the row gives none); decoding does "
