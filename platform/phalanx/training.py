@@ -20,9 +20,10 @@ An update ``u`` is a descent direction to be *subtracted*: the server applies
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -69,11 +70,14 @@ def compute_update(
 ) -> Tensor:
     """Compute one file's update: a gradient, or a local-SGD delta.
 
-    A pure function: ``model`` is not modified (the work happens on a deep
-    copy, in training mode) and torch's global random state is restored
-    afterwards. Every random choice, including dropout if a model had it,
-    comes from ``seed``. Two calls with equal inputs return bit-identical
-    results on the same torch build and thread count.
+    A pure function: ``model``'s parameters and buffers are never written
+    (the work runs on detached views through :func:`torch.func.functional_call`,
+    buffers on copies), its training flags are set for the call and restored,
+    and torch's global random state is restored afterwards. Every random
+    choice, including dropout if a model had it, comes from ``seed``. Two calls
+    with equal inputs return bit-identical results on the same torch build and
+    thread count. Not for concurrent calls on one model from several threads:
+    ``functional_call`` swaps the parameters in for the call.
 
     Parameters
     ----------
@@ -115,17 +119,19 @@ def compute_update(
     if not (math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a finite number > 0, got {lr}")
 
-    local = copy.deepcopy(model).train()
-    for p in local.parameters():
-        p.requires_grad_(True)
-    with torch.random.fork_rng(devices=[]):
+    names = [name for name, _ in model.named_parameters()]
+    before = [p.detach() for p in model.parameters()]
+    # Buffers on copies: a module that updates them in training mode (batch norm's
+    # running statistics) must not change the caller's model.
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    with torch.random.fork_rng(devices=[]), _training(model):
         # The CPU generator alone: torch.manual_seed also queues seeding of every
         # accelerator backend, with a stack trace per call, which costs more than a
         # small file's gradient.
         torch.default_generator.manual_seed(seed)
         if local_steps == 1:
-            return _flat_gradient(local, x, y)
-        before = flatten_params(local)
+            return _flat(_gradients(model, names, before, buffers, x, y))
+        weights = before
         sampler = torch.Generator().manual_seed(seed)
         for _ in range(local_steps):
             if batch_size is None:
@@ -133,8 +139,9 @@ def compute_update(
             else:
                 chosen = torch.randperm(n, generator=sampler)[:batch_size]
                 xb, yb = x[chosen], y[chosen]
-            apply_update_(local, _flat_gradient(local, xb, yb), lr)
-        return before - flatten_params(local)
+            grads = _gradients(model, names, weights, buffers, xb, yb)
+            weights = [w - lr * g for w, g in zip(weights, grads, strict=True)]
+        return _flat(before) - _flat(weights)
 
 
 def apply_update_(model: nn.Module, update: Tensor, lr: float) -> nn.Module:
@@ -186,12 +193,36 @@ def _check_inputs(x: Tensor, y: Tensor) -> int:
     return int(x.shape[0])
 
 
-def _flat_gradient(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
-    params = list(model.parameters())
-    loss = functional.cross_entropy(model(x), y)
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
-    flat = [
-        (torch.zeros_like(p) if g is None else g).reshape(-1).to(torch.float32)
-        for p, g in zip(params, grads, strict=True)
+@contextmanager
+def _training(model: nn.Module) -> Iterator[None]:
+    """Put every submodule in training mode for the block, then restore each one's flag."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.train()
+    try:
+        yield
+    finally:
+        for module, mode in modes:
+            module.training = mode
+
+
+def _gradients(
+    model: nn.Module,
+    names: list[str],
+    weights: list[Tensor],
+    buffers: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+) -> list[Tensor]:
+    """Gradients of the mean cross-entropy of ``model`` run with ``weights`` (zeros if unused)."""
+    leaves = [w.detach().requires_grad_(True) for w in weights]
+    state = {**dict(zip(names, leaves, strict=True)), **buffers}
+    loss = functional.cross_entropy(torch.func.functional_call(model, state, (x,)), y)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return [
+        (torch.zeros_like(w) if g is None else g).to(torch.float32)
+        for w, g in zip(leaves, grads, strict=True)
     ]
-    return torch.cat(flat)
+
+
+def _flat(tensors: list[Tensor]) -> Tensor:
+    return torch.cat([t.reshape(-1).to(torch.float32) for t in tensors])

@@ -99,6 +99,27 @@ def test_compute_update_leaves_the_model_and_global_rng_untouched(
     assert all(p.grad is None for p in model.parameters())
 
 
+def test_compute_update_trains_in_training_mode_without_touching_buffers_or_flags() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Flatten(),
+        torch.nn.Linear(16, 8),
+        torch.nn.BatchNorm1d(8),
+        torch.nn.Dropout(0.5),
+        torch.nn.Linear(8, 3),
+    )
+    model.eval()
+    model[2].train()  # a mixed state must come back as it was
+    x, y = torch.randn(6, 1, 4, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+    running = model[2].running_mean.clone()
+    first = compute_update(model, x, y, seed=9)
+    assert torch.equal(model[2].running_mean, running)
+    assert [m.training for m in model.modules()] == [False, False, False, True, False, False]
+    assert torch.equal(compute_update(model, x, y, seed=9), first)
+    # Dropout was on (training mode) and drew from the seed.
+    assert not torch.equal(compute_update(model, x, y, seed=10), first)
+
+
 def test_local_steps_delta_is_params_before_minus_params_after_sgd(
     digits_train: ImageDataset,
 ) -> None:
