@@ -10,20 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from phalanx.assignment import count_files
-from phalanx.tolerance import min_inputs
+from phalanx.tolerance import Rule, min_inputs
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
-Rule = Literal[
-    "mean",
-    "median",
-    "trimmed_mean",
-    "geometric_median",
-    "krum",
-    "multi_krum",
-    "bulyan",
-    "centered_clipping",
-    "median_of_means",
-]
 PreRule = Literal["nnm", "bucketing"]
 ATTACK_NAMES = (
     "reversed_gradient",

@@ -6,19 +6,22 @@ a rule's preconditions without importing the rules themselves.
 
 from __future__ import annotations
 
-RULES = frozenset(
-    {
-        "mean",
-        "median",
-        "trimmed_mean",
-        "geometric_median",
-        "krum",
-        "multi_krum",
-        "bulyan",
-        "centered_clipping",
-        "median_of_means",
-    }
-)
+from typing import Literal, get_args
+
+Rule = Literal[
+    "mean",
+    "median",
+    "trimmed_mean",
+    "geometric_median",
+    "krum",
+    "multi_krum",
+    "bulyan",
+    "centered_clipping",
+    "median_of_means",
+]
+"""A robust rule's name, as the run configuration spells it."""
+
+RULES = frozenset(get_args(Rule))
 """Names of the rules of `phalanx.aggregation.AGGREGATORS`."""
 
 # (a, b): the rule needs n >= a f + b inputs. Rules not listed need a Byzantine minority.
