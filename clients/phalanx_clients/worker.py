@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -11,6 +10,7 @@ from torch import Tensor
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
+from phalanx.detection import payload_digest
 from phalanx.identity import sign_reply
 from phalanx.nets import build_model, layer_shapes, load_flat_
 from phalanx.plan import file_samples, round_assignment
@@ -85,7 +85,7 @@ class Worker:
             updates = self.behaviour.updates(self, task, params)
         files = tuple(sorted(updates))
         payloads = tuple(self.replica.encode(updates[f], round=task.round, file=f) for f in files)
-        digests = tuple(hashlib.sha256(p).hexdigest() for p in payloads)
+        digests = tuple(payload_digest(p) for p in payloads)
         signature = sign_reply(
             self.private_key,
             run_id=task.run_id,

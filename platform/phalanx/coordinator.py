@@ -7,6 +7,7 @@ the database (ARCHITECTURE.md section 4).
 
 from __future__ import annotations
 
+import functools
 import io
 import secrets
 import time
@@ -316,20 +317,10 @@ class Coordinator:
         events: list[EventReport] = []
         rejected: set[int] = set()
         seen: set[int] = set()
-        decoded: dict[bytes, Tensor] = {}
-        hashed: dict[bytes, str] = {}
-
         # Honest replicas of a file send identical bytes: hash and decode each payload
-        # once (a repeat costs a dictionary lookup and a comparison of the bytes).
-        def decode_once(payload: bytes) -> Tensor:
-            if payload not in decoded:
-                decoded[payload] = self.decode(payload)
-            return decoded[payload]
-
-        def digest_once(payload: bytes) -> str:
-            if payload not in hashed:
-                hashed[payload] = payload_digest(payload)
-            return hashed[payload]
+        # once a round (a repeat costs a dictionary lookup and a comparison of the bytes).
+        decode_once = functools.cache(self.decode)
+        digest_once = functools.cache(payload_digest)
 
         for reply in replies:
             member = self.members.get(reply.worker)
