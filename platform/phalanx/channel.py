@@ -48,6 +48,7 @@ def codec_config(settings: CodecSettings) -> CodecConfig:
         step_sizes=settings.step_sizes,
         ternary=settings.ternary,
         unbiased=settings.unbiased,
+        rounding=settings.rounding,
         rd_lambda=settings.rd_lambda,
         rd_distortion=settings.rd_distortion,
         censor_threshold=settings.censor_threshold,
@@ -71,10 +72,11 @@ def downlink_codec_config(settings: CodecSettings) -> CodecConfig:
     """Translate the run config's codec section into the broadcast's settings.
 
     Equal to :func:`codec_config` but for ``rd_lambda``, which is
-    :func:`downlink_lambda`, ``unbiased``, which is off, and ``rd_distortion``,
-    which is ``"update"``: the broadcast is one payload applied to the weights
-    as it is (its error carried into the next broadcast), not one of many
-    estimates averaged and rescaled by the server's optimiser. All three only
+    :func:`downlink_lambda`, ``unbiased``, which is off, ``rounding``, which is
+    ``"independent"``, and ``rd_distortion``, which is ``"update"``: the
+    broadcast is one payload applied to the weights as it is (its error
+    carried into the next broadcast), not one of many estimates averaged and
+    rescaled by the server's optimiser. All four only
     steer the encoder's choices (they are not in the bitstream and the decoder
     never reads them), so workers decode the broadcast with either config.
     """
@@ -82,6 +84,7 @@ def downlink_codec_config(settings: CodecSettings) -> CodecConfig:
         codec_config(settings),
         rd_lambda=downlink_lambda(settings),
         unbiased=False,
+        rounding="independent",
         rd_distortion="update",
     )
 

@@ -158,6 +158,14 @@ class CodecSettings(_Section):
         "the prediction to the prediction in every update alike. More bits at a given "
         "rd_lambda. The broadcast keeps deterministic rounding.",
     )
+    rounding: Literal["independent", "correlated"] = Field(
+        default="independent",
+        description="Uplink only: where stochastic rounding draws its random numbers. "
+        "'independent': a stream per file. 'correlated': one stream per round and layer "
+        "that each file shifts by its index, so the draws of a coordinate spread evenly "
+        "over the round's files and their rounding errors partly cancel in the mean. "
+        "Replicas of a file agree either way; each payload costs the same.",
+    )
     rd_distortion: Literal["update", "layer"] = Field(
         default="update",
         description="Uplink only: what D in J = D + lambda R measures. 'update': squared "

@@ -15,7 +15,9 @@ context produce the same payload bytes.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -46,7 +48,7 @@ from .quantizers import (
     quantize_stochastic,
     quantize_ternary,
     quantize_uniform,
-    ternary_rng,
+    rounding_draws,
 )
 from .ratedistortion import (
     Choice,
@@ -326,14 +328,17 @@ def _quantize(
     prediction: FloatArray | None,
     prediction_peak: float,
     choice: Choice,
-    rng: np.random.Generator,
+    draws: Callable[[], FloatArray],
     out: FloatArray,
     unbiased: bool = False,
+    mirrored: bool = False,
 ) -> _Coded | None:
     """Quantize the whole layer's residual and reconstruct it into ``out``.
 
     ``unbiased`` rounds the uniform quantizer stochastically and sets the
     ternary scale to the whole residual's peak (the search only saw a sample).
+    ``draws`` gives the layer's rounding draws, called only if some rounding
+    is stochastic; ``mirrored`` goes to :func:`quantize_ternary`.
     ``None`` when this prediction cannot be used safely: its residual overflows
     ``float32`` or the decoder's reconstruction bound would refuse it.
     """
@@ -362,7 +367,7 @@ def _quantize(
         if bound > BOUND:
             return None
         if unbiased:
-            symbols = quantize_stochastic(full, step, rng)
+            symbols = quantize_stochastic(full, step, draws())
             # The draws may miss an extreme symbol: code the alphabet actually used.
             sym_min, sym_max = int(symbols.min()), int(symbols.max())
         else:
@@ -373,7 +378,7 @@ def _quantize(
             step = np.float32(max(-low, high))  # the whole layer's peak: nothing clipped
         if reconstruction_bound(float(choice.gain), prediction_peak, float(step), -1, 1) > BOUND:
             return None
-        symbols = quantize_ternary(full, step, rng)
+        symbols = quantize_ternary(full, step, draws(), mirrored=mirrored)
         packed, counts = _pack(symbols, -1, 3)
         occupied = np.flatnonzero(counts)
         first, last = int(occupied[0]), int(occupied[-1])
@@ -423,8 +428,13 @@ def _encode_layer(
                 return found
             prediction = predictions[found.predictor]
             peak = history.peak(found.predictor, layer) if prediction is not None else 0.0
-            rng = ternary_rng(seed_context, layer)
-            coded = _quantize(update, prediction, peak, found, rng, out, config.unbiased)
+            correlated = config.rounding == "correlated"
+            draws = functools.partial(
+                rounding_draws, seed_context, layer, update.size, correlated=correlated
+            )
+            coded = _quantize(
+                update, prediction, peak, found, draws, out, config.unbiased, correlated
+            )
             if coded is not None:
                 return coded
             # Fall back to no prediction: always safe, because encode_update bounds

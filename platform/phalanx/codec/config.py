@@ -15,7 +15,7 @@ class CodecConfig:
 
     Encoder and decoder must use equal configs (the decoder refuses payloads
     that use a predictor or quantizer the config does not enable), except for
-    the encoder-only settings ``unbiased``, ``rd_lambda``, ``rd_distortion``,
+    the encoder-only settings ``unbiased``, ``rounding``, ``rd_lambda``, ``rd_distortion``,
     ``censor_threshold`` and ``rd_sample_size``, which the decoder never reads: a coordinator may
     code its broadcast at another ``rd_lambda`` than the workers' uplink.
 
@@ -44,6 +44,16 @@ class CodecConfig:
         rounding is drawn from the same seeded stream as the ternary
         quantizer's, so honest replicas still send identical bytes, and the
         decoder does not depend on this setting.
+    rounding : {"independent", "correlated"}
+        Where the stochastic rounding's draws (ternary, and uniform in the
+        unbiased mode) come from. ``"independent"``: a stream per ``(run,
+        round, file, layer)``. ``"correlated"``: one stream per ``(run, round,
+        layer)`` that every file of the round shifts by its own index, so the
+        draws of one coordinate spread evenly over the files and their
+        rounding errors partly cancel in the mean
+        (:func:`~phalanx.codec.quantizers.rounding_draws`). Each payload is
+        exactly as unbiased and as costly either way, and replicas of one file
+        still agree; only what the aggregate gains differs.
     rd_lambda : float
         ``lambda`` in ``J = D + lambda * R`` over the whole update: ``D`` the
         squared error per parameter divided by the update's mean square (so
@@ -93,6 +103,7 @@ class CodecConfig:
     step_sizes: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
     ternary: bool = True
     unbiased: bool = False
+    rounding: Literal["independent", "correlated"] = "independent"
     rd_lambda: float = 0.1
     rd_distortion: Literal["update", "layer"] = "update"
     censor_threshold: float = 0.05
@@ -121,6 +132,10 @@ class CodecConfig:
         if self.rd_distortion not in ("update", "layer"):
             raise ValueError(
                 f"rd_distortion must be 'update' or 'layer', got {self.rd_distortion!r}"
+            )
+        if self.rounding not in ("independent", "correlated"):
+            raise ValueError(
+                f"rounding must be 'independent' or 'correlated', got {self.rounding!r}"
             )
         if not 0.0 <= self.censor_threshold < 1.0:
             raise ValueError(f"censor_threshold must be in [0, 1), got {self.censor_threshold}")

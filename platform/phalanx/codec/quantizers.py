@@ -10,9 +10,11 @@ Two kinds, both reconstructed the same way, ``symbol * step``:
   ``[-scale, scale]`` (values beyond are clipped, as TernGrad clips gradients;
   the unbiased mode sets the scale to the peak, so nothing is clipped).
 
-Random draws come from a stream seeded by ``(run, round, file, layer)``
-(:func:`ternary_rng`), so honest replicas of one file draw the same symbols.
-The decoder never needs to know how a symbol was rounded.
+Random draws (:func:`rounding_draws`) come from a stream seeded by ``(run,
+round, file, layer)``, or, correlated across the files of a round, from a
+stream seeded by ``(run, round, layer)`` shifted by the file's index; either
+way honest replicas of one file draw the same symbols. The decoder never
+needs to know how a symbol was rounded.
 
 A censored layer has no symbols at all: its reconstruction is the prediction.
 """
@@ -33,6 +35,12 @@ TERNARY_CLIP = 2.5
 
 SEED_DOMAIN = 0x5048_5843
 """Mixed into every ternary seed so the codec's stream differs from other seeded streams."""
+
+CORRELATED_DOMAIN = 0x5048_5844
+"""Mixed into the seed of the draws a round's files share (correlated rounding)."""
+
+KRONECKER_STEP = np.uint32(0x9E37_79B9)
+"""``2**32`` over the golden ratio: consecutive files' draws are ``1 / phi`` apart (mod 1)."""
 
 
 class Quantizer(IntEnum):
@@ -74,9 +82,7 @@ def quantize_uniform(
     return symbols
 
 
-def quantize_stochastic(
-    residual: FloatArray, step: np.float32, rng: np.random.Generator
-) -> FloatArray:
+def quantize_stochastic(residual: FloatArray, step: np.float32, draws: FloatArray) -> FloatArray:
     """Uniform symbols with stochastic rounding, unbiased for every value.
 
     With ``y = residual / step`` (in ``float32``), ``symbol = floor(y) + 1``
@@ -91,8 +97,8 @@ def quantize_stochastic(
     step : numpy.float32
         Positive; the caller keeps ``max|residual| / step`` at most
         ``MAX_SYMBOL - 1``, so symbols stay within :data:`MAX_SYMBOL`.
-    rng : numpy.random.Generator
-        Usually :func:`ternary_rng`; one ``float32`` draw per coordinate.
+    draws : numpy.ndarray
+        One ``float32`` in ``[0, 1)`` per coordinate (:func:`rounding_draws`).
 
     Returns
     -------
@@ -102,7 +108,6 @@ def quantize_stochastic(
     symbols = np.divide(residual, step, dtype=np.float32)
     floor = np.floor(symbols)
     np.subtract(symbols, floor, out=symbols)  # the fractional part, in [0, 1)
-    draws = rng.random(residual.size, dtype=np.float32)
     np.less(draws, symbols, out=symbols, casting="unsafe")
     np.add(symbols, floor, out=symbols)
     np.add(symbols, np.float32(0.0), out=symbols)
@@ -129,13 +134,65 @@ def ternary_rng(seed_context: tuple[int, int, int], layer: int) -> np.random.Gen
     )
 
 
+def rounding_draws(
+    seed_context: tuple[int, int, int], layer: int, size: int, *, correlated: bool = False
+) -> FloatArray:
+    """Draw the uniform numbers of one layer's stochastic rounding.
+
+    Independent draws (the default) are :func:`ternary_rng`'s stream. With
+    ``correlated``, file ``f`` of a round draws ``u_i = frac(b_i + f / phi)``
+    for coordinate ``i``, where ``b_i`` is one uniform stream per ``(run,
+    round, layer)`` that every file shares and ``phi`` the golden ratio (a
+    Kronecker sequence, in 32-bit fixed point). Each file's draws are still
+    uniform, so each payload stays unbiased and replicas of one file agree;
+    but across the files of a round the draws of one coordinate are spread
+    evenly over ``[0, 1)`` instead of falling at random, so about as many
+    files round up as the values call for and the rounding errors partly
+    cancel in the mean (correlated quantization, Suresh et al., ICML 2022).
+
+    Parameters
+    ----------
+    seed_context : tuple of int
+        ``(run_seed, round, file)``, each non-negative.
+    layer : int
+        Layer index in the model.
+    size : int
+        Number of draws (the layer's parameters).
+    correlated : bool
+        Share the draws across the round's files as above.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float32`` multiples of ``2**-24`` in ``[0, 1)``.
+    """
+    if not correlated:
+        return ternary_rng(seed_context, layer).random(size, dtype=np.float32)
+    run_seed, round_, file = seed_context
+    shared = np.random.Generator(
+        np.random.PCG64(np.random.SeedSequence([CORRELATED_DOMAIN, run_seed, round_, layer]))
+    )
+    words = shared.integers(0, 1 << 32, size, dtype=np.uint32)
+    # uint32 arithmetic wraps: this is frac(b + file / phi) in 32-bit fixed point.
+    np.add(words, np.uint32((file * int(KRONECKER_STEP)) & 0xFFFF_FFFF), out=words)
+    np.right_shift(words, np.uint32(8), out=words)
+    draws = words.astype(np.float32)
+    np.multiply(draws, np.float32(2.0**-24), out=draws)
+    return draws
+
+
 def quantize_ternary(
-    residual: FloatArray, scale: np.float32, rng: np.random.Generator
+    residual: FloatArray, scale: np.float32, draws: FloatArray, *, mirrored: bool = False
 ) -> FloatArray:
     """Ternary symbols with stochastic rounding.
 
     ``symbol = sign(r)`` with probability ``min(|r| / scale, 1)``, else ``0``,
-    so ``E[symbol * scale] = r`` wherever ``|r| <= scale``.
+    so ``E[symbol * scale] = r`` wherever ``|r| <= scale``. A value keeps
+    its sign when its draw is below that probability; ``mirrored``, a
+    negative value keeps it when its draw is above one minus it instead. Then,
+    as in :func:`quantize_stochastic`, the symbol is nondecreasing in ``r``
+    for a given draw, which correlated draws need to cancel errors of either
+    sign.
 
     Parameters
     ----------
@@ -143,8 +200,10 @@ def quantize_ternary(
         ``float32``, finite.
     scale : numpy.float32
         Positive.
-    rng : numpy.random.Generator
-        Usually :func:`ternary_rng`; one ``float32`` draw per coordinate.
+    draws : numpy.ndarray
+        One ``float32`` in ``[0, 1)`` per coordinate (:func:`rounding_draws`).
+    mirrored : bool
+        Use ``1 - u`` as the draw of negative values.
 
     Returns
     -------
@@ -153,7 +212,8 @@ def quantize_ternary(
     """
     probability = np.abs(residual)
     np.divide(probability, scale, out=probability)
-    draws = rng.random(residual.size, dtype=np.float32)
+    if mirrored:
+        draws = np.where(residual < 0, np.float32(1.0) - draws, draws)
     keep = draws < probability
     symbols = np.sign(residual)
     np.multiply(symbols, keep, out=symbols)

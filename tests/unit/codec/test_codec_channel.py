@@ -51,6 +51,14 @@ def test_layer_distortion_steers_the_uplink_and_leaves_the_broadcast_on_squared_
         CodecSettings(enabled=True, rd_distortion="adam")  # type: ignore[arg-type]
 
 
+def test_correlated_rounding_steers_the_uplink_and_the_broadcast_draws_independently() -> None:
+    settings = CodecSettings(enabled=True, rounding="correlated", unbiased=True)
+    assert codec_config(settings).rounding == "correlated"
+    assert downlink_codec_config(settings).rounding == "independent"
+    with pytest.raises(ValueError, match="rounding"):
+        CodecSettings(enabled=True, rounding="shared")  # type: ignore[arg-type]
+
+
 def _params() -> torch.Tensor:
     return torch.from_numpy(gradient_like(LAYOUT, 0, scale=0.1))
 

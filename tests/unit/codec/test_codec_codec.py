@@ -408,3 +408,34 @@ def test_layer_distortion_codes_a_layer_of_small_gradients_as_finely_as_the_othe
 def test_an_unknown_distortion_measure_is_refused():
     with pytest.raises(ValueError, match="rd_distortion"):
         CodecConfig(rd_distortion="adam")  # type: ignore[arg-type]
+
+
+def test_correlated_rounding_keeps_replicas_identical_and_cancels_error_across_files(layout):
+    base = {"step_sizes": (4.0,), "censor_threshold": 0.0, "unbiased": True}
+    history, next_delta = _warm(layout, CodecConfig(**base))
+    # A round of files: one shared gradient plus each file's own sampling noise.
+    shared = (0.5 * next_delta + 0.5 * gradient_like(layout, 80)).astype(np.float32)
+    files = [(shared + 0.3 * gradient_like(layout, 100 + f)).astype(np.float32) for f in range(35)]
+    truth = np.mean(files, axis=0, dtype=np.float64)
+
+    def aggregate_error(config: CodecConfig) -> float:
+        decoded = []
+        for f, update in enumerate(files):
+            encoded = _encode(update, layout, history, config, seeds=(11, 3, f))
+            # The decoder does not read the rounding: the default config decodes it.
+            plain = _decode(encoded.payload, layout, history, CodecConfig(**base))
+            np.testing.assert_array_equal(_bits(plain), _bits(encoded.flat))
+            decoded.append(plain)
+        return float(np.sum((np.mean(decoded, axis=0, dtype=np.float64) - truth) ** 2))
+
+    correlated = CodecConfig(**base, rounding="correlated")
+    replica = _encode(files[4].copy(), layout, history, correlated, seeds=(11, 3, 4))
+    assert (
+        replica.payload == _encode(files[4], layout, history, correlated, seeds=(11, 3, 4)).payload
+    )
+    assert aggregate_error(correlated) < 0.7 * aggregate_error(CodecConfig(**base))
+
+
+def test_an_unknown_rounding_is_refused():
+    with pytest.raises(ValueError, match="rounding"):
+        CodecConfig(rounding="shared")  # type: ignore[arg-type]

@@ -97,7 +97,7 @@ def test_stochastic_uniform_scores_match_the_average_of_many_draws():
             step = scores.steps[p, j]
             errors, histogram = [], {}
             for _ in range(200):
-                symbols = quantize_stochastic(row, step, draws)
+                symbols = quantize_stochastic(row, step, draws.random(row.size, dtype=np.float32))
                 errors.append(np.sum((row - symbols * step).astype(np.float64) ** 2))
                 for symbol, n in zip(*np.unique(symbols, return_counts=True), strict=True):
                     histogram[symbol] = histogram.get(symbol, 0) + n
