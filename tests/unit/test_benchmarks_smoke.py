@@ -1,4 +1,4 @@
-"""The pure helpers of benchmarks/eval_robustness.py and benchmarks/bench_round.py."""
+"""The pure helpers of benchmarks/eval_robustness.py, eval_compression.py and bench_round.py."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ def _load(name: str) -> ModuleType:
 _load("inprocess_sharing")  # imported by the evaluations as a sibling module
 robustness = _load("eval_robustness")
 bench_round = _load("bench_round")
+_load("compression_baselines")
+compression = _load("eval_compression")
 
 SETTINGS = robustness.Settings(
     rounds=12, model="mlp", eval_samples=1000, optimizer="adam", server_lr=0.005
@@ -229,3 +231,91 @@ def test_markdown_lists_every_row_and_marks_failures() -> None:
 def test_round_timing_leaves_out_the_first_and_the_last_round() -> None:
     rounds, evals = bench_round.timed([10.0, 12.0, 15.0, 19.0, 30.0], [1, 2, 3, 4, 9])
     assert rounds == [2.0, 3.0, 4.0] and evals == [2, 3, 4]
+
+
+def _coded_row(method: Any, r: int = 3, seed: int = 2026, accuracy: float = 0.78) -> Any:
+    return compression.Row(
+        method=method.kind,
+        params=dict(method.params),
+        final_accuracy=accuracy,
+        uplink_bytes=1_000 if method.kind == "fp32" else 8,
+        downlink_bytes=0,
+        reduction_vs_fp32=None,
+        bits_per_param=32.0 if method.kind == "fp32" else 0.25,
+        r=r,
+        rounds=30,
+        label=method.label,
+        scheme="bibd",
+        transport=compression.IN_PROCESS,
+        samples_per_file=14,
+        parameters=10,
+        payloads=1,
+        payload_bytes=1,
+        uplink_bytes_per_worker_round=0.0,
+        downlink_bytes_per_worker_round=0.0,
+        accuracy_drop_vs_fp32=None,
+        late_subset_accuracy=None,
+        accuracy_by_round=[accuracy] * 30,
+        uplink_by_round=[1_000 // 30] * 29 + [1_000 - 29 * (1_000 // 30)]
+        if method.kind == "fp32"
+        else [0] * 29 + [8],
+        downlink_by_round=[0] * 30,
+        digest_by_round=["d"] * 30,
+        flagged=0,
+        rejected=0,
+        dropped_files=0,
+        seconds=1.0,
+        seed=seed,
+    )
+
+
+def test_more_seeds_repeat_only_fp32_and_the_goal_candidates() -> None:
+    candidate = compression.GOAL_METHODS[0]
+    cases = compression.seed_grid([compression.FP32, compression.ZSTD, candidate], [1, 3], 3)
+    assert {(c.method, c.r, c.seed) for c in cases} == {
+        (m, r, s) for m in (compression.FP32, candidate) for r in (1, 3) for s in (2027, 2028)
+    }
+    assert len({c.run_id for c in cases}) == len(cases)
+    assert cases[0].config(compression.Settings(30, 5, 500, {1: 32, 3: 14})).seed == 2027
+    assert compression.seed_grid([candidate], [3], 1) == []
+
+
+def test_the_compression_goal_is_judged_on_the_mean_over_seeds_against_fp32_of_each_seed() -> None:
+    fp32, candidate, single = compression.FP32, *compression.GOAL_METHODS[:2]
+    rows = [
+        _coded_row(fp32, seed=2026, accuracy=0.80),
+        _coded_row(fp32, seed=2027, accuracy=0.76),
+        _coded_row(candidate, seed=2026, accuracy=0.788),  # -1.2 points: one seed alone fails
+        _coded_row(candidate, seed=2027, accuracy=0.755),  # -0.5 points
+        _coded_row(single, seed=2026, accuracy=0.80),  # one seed only: cannot meet the goal
+    ]
+    rows = compression.with_references(rows, 30)
+    assert rows[3].accuracy_drop_vs_fp32 == pytest.approx(0.005)
+    [outcome, lone] = compression.outcomes(rows, 30)
+    assert outcome.seeds == (2026, 2027) and outcome.drop == pytest.approx(0.0085)
+    assert outcome.reduction == pytest.approx(1 - 8 / 1_000)
+    assert lone.seeds == (2026,)
+    [goal] = compression.goals(rows, 30)
+    assert goal.met and f"met by {candidate.label} (judged on the mean over 2 seeds)" in goal.detail
+    worse = [*rows[:3], dataclasses.replace(rows[3], final_accuracy=0.74)]
+    [goal] = compression.goals(compression.with_references(worse, 30), 30)
+    assert not goal.met
+
+
+def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_rest() -> None:
+    fp32, candidate = compression.FP32, compression.GOAL_METHODS[0]
+    rows = compression.with_references(
+        [
+            _coded_row(fp32, seed=2026),
+            _coded_row(fp32, seed=2027, accuracy=0.70),
+            _coded_row(candidate, seed=2026),
+            _coded_row(candidate, seed=2027, accuracy=0.69),
+        ],
+        30,
+    )
+    settings = compression.Settings(30, 5, 500, {1: 32, 3: 14}, seeds=2)
+    text = compression.markdown(rows, settings, ["notes"], 30)
+    main_table = text.split("## r = 3")[1].split("## Seeds")[0]
+    assert "70.00" not in main_table and "69.00" not in main_table
+    seeds = text.split("## Seeds")[1]
+    assert f"| {candidate.label} | 3 | 78.00 | 69.00 | 73.50 | -0.50 |" in seeds
