@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from phalanx.config import load_run_config
 from phalanx.reports import RoundReport
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -319,3 +320,13 @@ def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_
     assert "70.00" not in main_table and "69.00" not in main_table
     seeds = text.split("## Seeds")[1]
     assert f"| {candidate.label} | 3 | 78.00 | 69.00 | 73.50 | -0.50 |" in seeds
+
+
+def test_the_thin_links_example_runs_the_compression_goal_candidate_at_r3() -> None:
+    example = load_run_config(BENCHMARKS.parent / "examples" / "thin-links.toml")
+    settings = compression.Settings(30, 5, 500, {1: 32, 3: 14})
+    measured = compression.Case(compression.GOAL_METHODS[0], 3).config(settings)
+    for section in ("codec", "training", "assignment", "aggregation", "attack"):
+        assert getattr(example, section) == getattr(measured, section), section
+    assert (example.seed, example.rounds) == (measured.seed, measured.rounds)
+    assert example.data.samples_per_file == measured.data.samples_per_file
