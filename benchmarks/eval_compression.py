@@ -58,6 +58,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import multiprocessing  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
@@ -218,8 +219,8 @@ def adam_coded(rd_lambda: float, *, correlated: bool = True) -> Method:
 FP32 = Method("fp32")
 ZSTD = Method("zstd", (("level", 3),))
 LAMBDAS = (0.03, 0.1, 0.3, 1.0)
-GOAL_METHODS = (adam_coded(20.0), adam_coded(30.0))
-"""The goal's candidates: run under every seed."""
+GOAL_METHODS = tuple(adam_coded(lam, correlated=c) for lam in (20.0, 30.0) for c in (True, False))
+"""Run under every seed: the goal's candidates, with and without correlated rounding."""
 METHODS = (
     FP32,
     ZSTD,
@@ -231,7 +232,6 @@ METHODS = (
     predictive(0.3, error_feedback=True),
     *(predictive(lam, downlink_lambda=DOWNLINK_LAMBDA) for lam in (0.3, 1.0)),
     *GOAL_METHODS,
-    adam_coded(30.0, correlated=False),
 )
 EXTRA_METHODS = (
     # Unbiased (stochastically rounded) uplink at about the rate of lambda=0.3: left out of
@@ -701,7 +701,8 @@ def goals(rows: Sequence[Row], full_rounds: int) -> list[Goal]:
             f"{_points(o.drop)} points against fp32"
             + (
                 f" (mean over seeds {', '.join(map(str, o.seeds))}: "
-                f"{', '.join(_points(d) for d in o.drops)})"
+                f"{', '.join(_points(d) for d in o.drops)}; standard error "
+                f"{_spread(o.drops)})"
                 if len(o.seeds) > 1
                 else ""
             )
@@ -794,6 +795,18 @@ def _broadcast_section(rows: Sequence[Row], full_rounds: int) -> list[str]:
     return [*lines, ""]
 
 
+def standard_error(values: Sequence[float]) -> float | None:
+    """Standard error of the mean of ``values`` (``None`` for fewer than two)."""
+    if len(values) < 2:
+        return None
+    return statistics.stdev(values) / math.sqrt(len(values))
+
+
+def _spread(drops: Sequence[float]) -> str:
+    error = standard_error(drops)
+    return "—" if error is None else f"{100 * error:.2f}"
+
+
 def _seeds_section(rows: Sequence[Row], full_rounds: int) -> list[str]:
     """Final accuracy per seed of every method that ran with more than one seed."""
     runs: dict[tuple[int, str], dict[int, Row]] = {}
@@ -809,11 +822,12 @@ def _seeds_section(rows: Sequence[Row], full_rounds: int) -> list[str]:
         "",
         "fp32 and the goal's candidates again under more seeds (each seed draws its own initial "
         "model, samples and codec draws; every method of one r and seed sees the same). *vs "
-        "fp32*: the mean over seeds of the final accuracy minus fp32's under the same seed.",
+        "fp32*: the mean over seeds of the final accuracy minus fp32's under the same seed; "
+        "*standard error*: of that mean, from the spread of the per-seed differences.",
         "",
         f"| method | r | {' | '.join(f'final accuracy %, seed {s}' for s in seeds)} | mean % "
-        "| vs fp32 (points) | reduction vs fp32 % | bits / param |",
-        f"|---|---|{'---|' * len(seeds)}---|---|---|---|",
+        "| vs fp32 (points) | standard error (points) | reduction vs fp32 % | bits / param |",
+        f"|---|---|{'---|' * len(seeds)}---|---|---|---|---|",
     ]
     for (r, label), by_seed in sorted(repeated.items()):
         finals = [by_seed[s].final_accuracy for s in seeds if s in by_seed]
@@ -828,7 +842,7 @@ def _seeds_section(rows: Sequence[Row], full_rounds: int) -> list[str]:
         cells = [_pct(by_seed[s].final_accuracy) if s in by_seed else "—" for s in seeds]
         lines.append(
             f"| {label} | {r} | {' | '.join(cells)} | {_pct(mean)} | "
-            f"{_points(statistics.fmean(drops)) if drops else '—'} | "
+            f"{_points(statistics.fmean(drops)) if drops else '—'} | {_spread(drops)} | "
             f"{_pct(statistics.fmean(reductions)) if reductions else '—'} | "
             f"{_num(statistics.fmean(bits)) if bits else '—'} |"
         )

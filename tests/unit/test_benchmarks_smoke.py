@@ -319,7 +319,7 @@ def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_
     main_table = text.split("## r = 3")[1].split("## Seeds")[0]
     assert "70.00" not in main_table and "69.00" not in main_table
     seeds = text.split("## Seeds")[1]
-    assert f"| {candidate.label} | 3 | 78.00 | 69.00 | 73.50 | -0.50 |" in seeds
+    assert f"| {candidate.label} | 3 | 78.00 | 69.00 | 73.50 | -0.50 | 0.50 |" in seeds
 
 
 def test_the_thin_links_example_runs_the_compression_goal_candidate_at_r3() -> None:
