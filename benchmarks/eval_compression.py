@@ -631,7 +631,6 @@ class Outcome:
     reduction: float
     drop: float
     drops: tuple[float, ...]
-    bits_per_param: float
 
 
 def outcomes(rows: Sequence[Row], full_rounds: int) -> list[Outcome]:
@@ -662,7 +661,6 @@ def outcomes(rows: Sequence[Row], full_rounds: int) -> list[Outcome]:
                 reduction=statistics.fmean(x.reduction_vs_fp32 or 0.0 for x in runs),
                 drop=statistics.fmean(drops),
                 drops=drops,
-                bits_per_param=statistics.fmean(x.bits_per_param or 0.0 for x in runs),
             )
         )
     return out

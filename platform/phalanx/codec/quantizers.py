@@ -189,10 +189,11 @@ def quantize_ternary(
     ``symbol = sign(r)`` with probability ``min(|r| / scale, 1)``, else ``0``,
     so ``E[symbol * scale] = r`` wherever ``|r| <= scale``. A value keeps
     its sign when its draw is below that probability; ``mirrored``, a
-    negative value keeps it when its draw is above one minus it instead. Then,
-    as in :func:`quantize_stochastic`, the symbol is nondecreasing in ``r``
-    for a given draw, which correlated draws need to cancel errors of either
-    sign.
+    negative value keeps it when its draw is above one minus it instead. That
+    is :func:`quantize_stochastic`'s rule on ``[-scale, scale]``: one dithered
+    grid for both signs, which correlated draws need to cancel the errors of
+    files whose values straddle zero (unmirrored, the two signs round
+    independently of each other).
 
     Parameters
     ----------
