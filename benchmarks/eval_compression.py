@@ -1066,8 +1066,8 @@ def describe(
         "is within the noise of a single run. "
         + (
             f"The tables and plots show seed {settings.seed}; fp32 and the goal's candidates ran "
-            f"under {settings.seeds} seeds (section *Seeds*), and the goal is judged on the means "
-            "over seeds. "
+            "under more seeds (section *Seeds*), and the goal is judged on each method's mean "
+            "over its seeds, among the methods that ran with the most seeds. "
             if settings.seeds > 1
             else ""
         )
