@@ -68,12 +68,13 @@ import types  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, get_args  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from phalanx import aggregation as agg  # noqa: E402
+from phalanx.config import PreRule, Rule  # noqa: E402
 
 torch.set_num_threads(int(THREADS))
 
@@ -85,19 +86,7 @@ QUICK_DS = (20_000,)
 SEED = 2024
 BUCKET_SIZE = 2
 IMPLS = ("phalanx", "flower", "byzfl")
-AGGREGATORS = (
-    "mean",
-    "median",
-    "trimmed_mean",
-    "geometric_median",
-    "krum",
-    "multi_krum",
-    "bulyan",
-    "centered_clipping",
-    "median_of_means",
-    "nnm",
-    "bucketing",
-)
+AGGREGATORS = (*get_args(Rule), *get_args(PreRule))
 GOAL_N, GOAL_D = 50, 1_000_000
 
 
