@@ -52,6 +52,8 @@ def codec_config(settings: CodecSettings) -> CodecConfig:
         rd_lambda=settings.rd_lambda,
         rd_distortion=settings.rd_distortion,
         censor_threshold=settings.censor_threshold,
+        low_rank=settings.low_rank,
+        low_rank_step=settings.low_rank_step,
         error_feedback=settings.error_feedback,
         history_length=settings.history_length,
     )
@@ -68,25 +70,33 @@ def downlink_lambda(settings: CodecSettings) -> float:
     return settings.downlink_rd_lambda
 
 
+def broadcast_config(config: CodecConfig, rd_lambda: float | None = None) -> CodecConfig:
+    """Derive the broadcast's codec settings from the uplink's.
+
+    Equal to ``config`` but for ``rd_lambda`` (``None`` keeps the uplink's),
+    ``unbiased``, which is off: the broadcast is one payload applied to the
+    weights as it is (its error carried into the next broadcast), not one of
+    many estimates averaged by the aggregate; and ``low_rank``, which is off:
+    the global delta of an adaptive optimiser is no low-rank matrix, and
+    workers refuse a low-rank broadcast. The coordinator encodes its broadcast
+    and every worker decodes it with this config. ``rd_distortion`` and
+    ``rounding`` are the uplink's: the broadcast's bits are spread by the same
+    measure, and its ternary layers draw their rounding as the uplink's do.
+    """
+    return replace(
+        config,
+        rd_lambda=config.rd_lambda if rd_lambda is None else rd_lambda,
+        unbiased=False,
+        low_rank=0,
+    )
+
+
 def downlink_codec_config(settings: CodecSettings) -> CodecConfig:
     """Translate the run config's codec section into the broadcast's settings.
 
-    Equal to :func:`codec_config` but for ``rd_lambda``, which is
-    :func:`downlink_lambda`, ``unbiased``, which is off, ``rounding``, which is
-    ``"independent"``, and ``rd_distortion``, which is ``"update"``: the
-    broadcast is one payload applied to the weights as it is (its error
-    carried into the next broadcast), not one of many estimates averaged and
-    rescaled by the server's optimiser. All four only
-    steer the encoder's choices (they are not in the bitstream and the decoder
-    never reads them), so workers decode the broadcast with either config.
+    :func:`broadcast_config` of :func:`codec_config` at :func:`downlink_lambda`.
     """
-    return replace(
-        codec_config(settings),
-        rd_lambda=downlink_lambda(settings),
-        unbiased=False,
-        rounding="independent",
-        rd_distortion="update",
-    )
+    return broadcast_config(codec_config(settings), downlink_lambda(settings))
 
 
 @dataclass(frozen=True)
@@ -161,9 +171,8 @@ class CodecChannel:
         Seeds the quantizers' random streams.
     downlink_rd_lambda : float, optional
         ``rd_lambda`` of the broadcast encoder; ``None`` keeps
-        ``config.rd_lambda``. The broadcast always rounds deterministically
-        (``unbiased`` off); everything else of its config is ``config``'s, so
-        workers decode the broadcast with the run's config.
+        ``config.rd_lambda``. The broadcast's config is
+        :func:`broadcast_config`, as the workers' is.
     """
 
     def __init__(
@@ -176,11 +185,7 @@ class CodecChannel:
         downlink_rd_lambda: float | None = None,
     ):
         self.config = config
-        self.downlink_config = replace(
-            config,
-            rd_lambda=config.rd_lambda if downlink_rd_lambda is None else downlink_rd_lambda,
-            unbiased=False,
-        )
+        self.downlink_config = broadcast_config(config, downlink_rd_lambda)
         self.run_seed = run_seed
         self.model = GlobalModel(layers, params.detach().numpy(), config=self.downlink_config)
         self._pending = b""

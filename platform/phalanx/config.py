@@ -160,7 +160,8 @@ class CodecSettings(_Section):
     )
     rounding: Literal["independent", "correlated"] = Field(
         default="independent",
-        description="Uplink only: where stochastic rounding draws its random numbers. "
+        description="Where stochastic rounding (of the uplink, and of the broadcast's ternary "
+        "layers) draws its random numbers. "
         "'independent': a stream per file. 'correlated': one stream per round and layer "
         "that each file shifts by its index, so the draws of a coordinate spread evenly "
         "over the round's files and their rounding errors partly cancel in the mean. "
@@ -168,7 +169,8 @@ class CodecSettings(_Section):
     )
     rd_distortion: Literal["update", "layer"] = Field(
         default="update",
-        description="Uplink only: what D in J = D + lambda R measures. 'update': squared "
+        description="What D in J = D + lambda R measures, for the uplink and the broadcast. "
+        "'update': squared "
         "error over the whole update's energy (bits go where the squared error is; suits SGD "
         "on the server). 'layer': each layer's error over its own energy, weighted by its "
         "share of parameters (suits Adam and AMSGrad, which move every coordinate by its own "
@@ -176,8 +178,25 @@ class CodecSettings(_Section):
     )
     censor_threshold: float = Field(default=0.05, ge=0.0)
     history_length: int = Field(default=3, ge=1, le=64)
+    low_rank: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="Uplink only: the rank at which a 2-D layer (a fully connected weight) "
+        "may be sent as two quantized factors, when that costs less in J; 0 disables it. The "
+        "truncation is biased: meant with error_feedback (r = 1), which carries the directions "
+        "left out into the next update.",
+    )
+    low_rank_step: float = Field(
+        default=0.25,
+        gt=0.0,
+        le=16.0,
+        description="Rounding step of the low-rank factors, in multiples of each factor's RMS.",
+    )
     error_feedback: bool = Field(
-        default=False, description="Carry quantization error (r = 1 runs only)."
+        default=False,
+        description="Carry quantization error (r = 1 runs only). With unbiased, only the "
+        "error of layers sent without stochastic rounding (low-rank, censored) is carried.",
     )
 
 

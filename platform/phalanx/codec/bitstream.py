@@ -3,22 +3,31 @@
 All integers are little-endian; ``varint`` is unsigned LEB128 (at most 5
 bytes here), ``zigzag`` maps signed to unsigned (``0, -1, 1, -2 ...``)::
 
-    header   magic "PHXC" (4) | version u8 = 1 | flags u8 = 0
+    header   magic "PHXC" (4) | version u8 (1 or 2) | flags u8 = 0
              | model fingerprint (4) | history fingerprint (8) | layer count varint
     layer    ndim u8 | dims varint x ndim
              | tag u8: bits 0-1 predictor, bits 2-3 quantizer, bit 4 gain present
              | gain f32                                   if bit 4
-             | step f32 | sym_min zigzag | alphabet varint   unless censored
+             | table                                      unless censored
+             | rank varint | table | table                low-rank (version 2)
+    table    step f32 | sym_min zigzag | alphabet varint
              | frequencies varint x alphabet               if alphabet >= 2
     payload  word count varint | words u32 x count, ending exactly at the end
 
-A censored layer is its tag byte (plus a gain if it has one); a layer whose
-alphabet has one symbol has no frequencies and no coded bits. The words are one
-ANS stream holding every layer with two or more symbols, in layer order, each
-coded in groups of ``g`` symbols (see :mod:`phalanx.codec.entropy`).
+A censored layer is its tag byte (plus a gain if it has one); a low-rank layer
+has one table for each of its two factors, left (``rank x rows``) then right
+(``rank x columns``), in place of the layer's own. A table whose alphabet has
+one symbol has no frequencies and no coded bits. The words are one ANS stream
+holding, in layer order, every table with two or more symbols, each coded in
+groups of ``g`` symbols (see :mod:`phalanx.codec.entropy`).
+
+Version 2 adds the low-rank quantizer; a payload is written as version 1
+unless one of its layers is low-rank, so a version 1 decoder reads every
+payload that does not use it.
 
 The decoder checks every field against the expected model before it allocates
-anything sized by the stream, and raises
+anything sized by the stream (a low-rank layer's factors are never larger than
+the layer: see :func:`~phalanx.codec.lowrank.max_rank`), and raises
 :class:`~phalanx.codec.errors.CodecError`.
 """
 
@@ -33,11 +42,16 @@ import numpy as np
 from .entropy import MAX_ALPHABET, IntArray, WordArray
 from .errors import CodecError
 from .layers import LayerLayout
+from .lowrank import matrix_shape, max_rank
 from .predictors import Predictor
 from .quantizers import MAX_SYMBOL, Quantizer
 
 MAGIC = b"PHXC"
-VERSION = 1
+VERSION = 2
+"""The newest version this module writes and reads."""
+VERSIONS = (1, 2)
+LOW_RANK_VERSION = 2
+"""First version with the low-rank quantizer."""
 MAX_FREQUENCY = (1 << 32) - 1
 MAX_VARINT_BYTES = 5
 
@@ -45,6 +59,35 @@ _TAG_PREDICTOR = 0b11
 _TAG_QUANTIZER_SHIFT = 2
 _TAG_GAIN = 1 << 4
 _TAG_RESERVED = 0b1110_0000
+
+
+@dataclass(frozen=True)
+class FactorTable:
+    """How one low-rank factor was quantized: its step and its symbols' frequency table.
+
+    Parameters
+    ----------
+    step : float
+        Positive; a symbol ``s`` stands for ``s * step``.
+    sym_min : int
+        Smallest symbol.
+    frequencies : numpy.ndarray
+        ``int64`` frequency table over ``sym_min .. sym_min + A - 1``.
+    """
+
+    step: float
+    sym_min: int
+    frequencies: IntArray
+
+    @property
+    def alphabet(self) -> int:
+        """Number of symbols ``A``."""
+        return len(self.frequencies)
+
+    @property
+    def sym_max(self) -> int:
+        """Largest symbol."""
+        return self.sym_min + self.alphabet - 1
 
 
 @dataclass(frozen=True)
@@ -65,7 +108,11 @@ class LayerRecord:
         Smallest symbol.
     frequencies : numpy.ndarray
         ``int64`` frequency table over ``sym_min .. sym_min + A - 1``;
-        empty when censored.
+        empty when censored or low-rank.
+    rank : int
+        Components of a low-rank layer (0 otherwise).
+    factors : tuple of FactorTable
+        A low-rank layer's left and right factor tables (empty otherwise).
     """
 
     predictor: Predictor
@@ -74,10 +121,12 @@ class LayerRecord:
     step: float = 0.0
     sym_min: int = 0
     frequencies: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rank: int = 0
+    factors: tuple[FactorTable, ...] = ()
 
     @property
     def alphabet(self) -> int:
-        """Number of symbols ``A`` (0 when censored)."""
+        """Number of symbols ``A`` (0 when censored or low-rank)."""
         return len(self.frequencies)
 
 
@@ -230,9 +279,10 @@ def write_bitstream(
     side_bytes : int
         Bytes before the first ANS word: header, layer table, word count.
     """
+    version = LOW_RANK_VERSION if any(r.quantizer is Quantizer.LOWRANK for r in records) else 1
     parts = [
         MAGIC,
-        bytes([VERSION, 0]),
+        bytes([version, 0]),
         header.model_fingerprint,
         header.history_fingerprint,
         encode_varint(len(records)),
@@ -245,15 +295,36 @@ def write_bitstream(
         parts.append(bytes([tag | (_TAG_GAIN if has_gain else 0)]))
         if has_gain:
             parts.append(struct.pack("<f", record.gain))
-        if record.quantizer is not Quantizer.CENSORED:
-            parts.append(struct.pack("<f", record.step))
-            parts.append(encode_varint(zigzag(record.sym_min)))
-            parts.append(encode_varint(record.alphabet))
-            if record.alphabet >= 2:
-                parts.append(encode_varints(record.frequencies))
+        if record.quantizer is Quantizer.LOWRANK:
+            parts.append(encode_varint(record.rank))
+            for table in record.factors:
+                parts.extend(_table_parts(table.step, table.sym_min, table.frequencies))
+        elif record.quantizer is not Quantizer.CENSORED:
+            parts.extend(_table_parts(record.step, record.sym_min, record.frequencies))
     parts.append(encode_varint(len(words)))
     side = b"".join(parts)
     return side + words.astype("<u4").tobytes(), len(side)
+
+
+def _table_parts(step: float, sym_min: int, frequencies: IntArray) -> list[bytes]:
+    parts = [
+        struct.pack("<f", step),
+        encode_varint(zigzag(sym_min)),
+        encode_varint(len(frequencies)),
+    ]
+    if len(frequencies) >= 2:
+        parts.append(encode_varints(frequencies))
+    return parts
+
+
+def low_rank_record_size(rank: int, has_gain: bool, tables: Sequence[FactorTable]) -> int:
+    """Bytes a low-rank layer-table row takes, less its shape."""
+    return (
+        1
+        + (4 if has_gain else 0)
+        + len(encode_varint(rank))
+        + sum(len(b"".join(_table_parts(t.step, t.sym_min, t.frequencies))) for t in tables)
+    )
 
 
 def record_size(
@@ -270,7 +341,48 @@ def record_size(
 # reading
 
 
-def _read_record(reader: Reader, shape: tuple[int, ...], size: int, name: str) -> LayerRecord:
+def _read_table(reader: Reader, size: int, bound: int, name: str) -> tuple[float, int, IntArray]:
+    """Read a step, a symbol range within ``-bound .. bound`` and a table for ``size`` symbols."""
+    step = reader.f32(f"{name}: step")
+    if not (np.isfinite(step) and step > 0.0):
+        raise CodecError(f"layer {name!r}: step must be finite and positive, got {step}")
+    sym_min = unzigzag(reader.varint(f"{name}: sym_min"))
+    alphabet = reader.varint(f"{name}: alphabet")
+    if not 1 <= alphabet <= MAX_ALPHABET:
+        raise CodecError(f"layer {name!r}: alphabet {alphabet} outside 1..{MAX_ALPHABET}")
+    sym_max = sym_min + alphabet - 1
+    if sym_min < -bound or sym_max > bound:
+        raise CodecError(f"layer {name!r}: symbols {sym_min}..{sym_max} outside -{bound}..{bound}")
+    if size == 0 and alphabet != 1:
+        raise CodecError(f"layer {name!r} is empty but declares {alphabet} symbols")
+    if alphabet == 1:
+        return step, sym_min, np.ones(1, dtype=np.int64)
+    frequencies = reader.varints(alphabet, f"{name}: frequencies")
+    if int(frequencies.max()) > MAX_FREQUENCY or int(frequencies.sum()) == 0:
+        raise CodecError(f"layer {name!r}: invalid frequency table")
+    return step, sym_min, frequencies
+
+
+def _read_low_rank(
+    reader: Reader, shape: tuple[int, ...], name: str
+) -> tuple[int, tuple[FactorTable, FactorTable]]:
+    matrix = matrix_shape(shape)
+    if matrix is None:
+        raise CodecError(f"layer {name!r} of shape {shape} cannot be low-rank (2-D layers only)")
+    rows, cols = matrix
+    rank = reader.varint(f"{name}: rank")
+    if not 1 <= rank <= max_rank(rows, cols):
+        raise CodecError(
+            f"layer {name!r}: rank {rank} outside 1..{max_rank(rows, cols)} for shape {shape}"
+        )
+    left = FactorTable(*_read_table(reader, rank * rows, MAX_SYMBOL, f"{name} (left factor)"))
+    right = FactorTable(*_read_table(reader, rank * cols, MAX_SYMBOL, f"{name} (right factor)"))
+    return rank, (left, right)
+
+
+def _read_record(
+    reader: Reader, shape: tuple[int, ...], size: int, name: str, version: int
+) -> LayerRecord:
     ndim = reader.u8(f"{name}: ndim")
     if ndim != len(shape):
         raise CodecError(
@@ -283,10 +395,9 @@ def _read_record(reader: Reader, shape: tuple[int, ...], size: int, name: str) -
     if tag & _TAG_RESERVED:
         raise CodecError(f"layer {name!r}: reserved tag bits set ({tag:#04x})")
     predictor = Predictor(tag & _TAG_PREDICTOR)
-    kind = (tag >> _TAG_QUANTIZER_SHIFT) & 0b11
-    if kind > max(Quantizer):
-        raise CodecError(f"layer {name!r}: unknown quantizer id {kind}")
-    quantizer = Quantizer(kind)
+    quantizer = Quantizer((tag >> _TAG_QUANTIZER_SHIFT) & 0b11)  # two bits, four quantizers
+    if quantizer is Quantizer.LOWRANK and version < LOW_RANK_VERSION:
+        raise CodecError(f"layer {name!r}: the low-rank quantizer needs bitstream version 2")
     gain = 1.0
     if tag & _TAG_GAIN:
         if predictor is Predictor.ZERO:
@@ -296,25 +407,11 @@ def _read_record(reader: Reader, shape: tuple[int, ...], size: int, name: str) -
             raise CodecError(f"layer {name!r}: gain is not finite")
     if quantizer is Quantizer.CENSORED:
         return LayerRecord(predictor, quantizer, gain)
-    step = reader.f32(f"{name}: step")
-    if not (np.isfinite(step) and step > 0.0):
-        raise CodecError(f"layer {name!r}: step must be finite and positive, got {step}")
-    sym_min = unzigzag(reader.varint(f"{name}: sym_min"))
-    alphabet = reader.varint(f"{name}: alphabet")
-    if not 1 <= alphabet <= MAX_ALPHABET:
-        raise CodecError(f"layer {name!r}: alphabet {alphabet} outside 1..{MAX_ALPHABET}")
-    sym_max = sym_min + alphabet - 1
+    if quantizer is Quantizer.LOWRANK:
+        rank, factors = _read_low_rank(reader, shape, name)
+        return LayerRecord(predictor, quantizer, gain, rank=rank, factors=factors)
     bound = 1 if quantizer is Quantizer.TERNARY else MAX_SYMBOL
-    if sym_min < -bound or sym_max > bound:
-        raise CodecError(f"layer {name!r}: symbols {sym_min}..{sym_max} outside -{bound}..{bound}")
-    if size == 0 and alphabet != 1:
-        raise CodecError(f"layer {name!r} is empty but declares {alphabet} symbols")
-    if alphabet == 1:
-        frequencies = np.ones(1, dtype=np.int64)
-    else:
-        frequencies = reader.varints(alphabet, f"{name}: frequencies")
-        if int(frequencies.max()) > MAX_FREQUENCY or int(frequencies.sum()) == 0:
-            raise CodecError(f"layer {name!r}: invalid frequency table")
+    step, sym_min, frequencies = _read_table(reader, size, bound, name)
     return LayerRecord(predictor, quantizer, gain, step, sym_min, frequencies)
 
 
@@ -347,9 +444,10 @@ def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[Layer
     if reader.take(4, "magic") != MAGIC:
         raise CodecError("not a Phalanx codec payload (bad magic)")
     version = reader.u8("version")
-    if version != VERSION:
+    if version not in VERSIONS:
         raise CodecError(
-            f"bitstream version {version} is not supported (this decoder reads {VERSION})"
+            f"bitstream version {version} is not supported (this decoder reads "
+            f"{', '.join(map(str, VERSIONS))})"
         )
     if reader.u8("flags") != 0:
         raise CodecError("unknown flags set")
@@ -360,7 +458,7 @@ def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[Layer
     if count != len(layout):
         raise CodecError(f"payload has {count} layers, the model has {len(layout)}")
     records = [
-        _read_record(reader, shape, size, name)
+        _read_record(reader, shape, size, name, version)
         for name, shape, size in zip(layout.names, layout.shapes, layout.sizes, strict=True)
     ]
     num_words = reader.varint("word count")

@@ -4,7 +4,9 @@ Per layer the encoder (1) censors the layer if a prediction already explains
 it, else (2) picks the (predictor, quantizer) pair by rate-distortion cost,
 (3) quantizes the full residual, (4) counts its symbols for the layer's
 frequency table; then it entropy-codes all layers into one ANS stream and
-writes the bitstream.
+writes the bitstream. With ``low_rank`` on, a 2-D layer's residual is also
+factored (:mod:`phalanx.codec.lowrank`) and sent as two quantized factors
+when that costs less.
 
 Encoder and decoder compute the reconstruction with the same function from the
 same ``float32`` inputs (symbols, step, gain, prediction), so the coordinator's
@@ -17,13 +19,20 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
 
-from .bitstream import Header, LayerRecord, read_bitstream, write_bitstream
+from .bitstream import (
+    FactorTable,
+    Header,
+    LayerRecord,
+    low_rank_record_size,
+    read_bitstream,
+    write_bitstream,
+)
 from .config import CodecConfig
 from .entropy import (
     IntArray,
@@ -39,6 +48,7 @@ from .entropy import (
 )
 from .errors import CodecError
 from .layers import FloatArray, LayerLayout, LayerSpec, flatten_update, layer_layout, split_flat
+from .lowrank import code_factors, matrix_shape, max_rank, product_bound, reconstruct_into
 from .predictors import DeltaHistory, Predictor
 from .quantizers import (
     MAX_SYMBOL,
@@ -92,7 +102,8 @@ class LayerStats:
     multiplier : float
         ``step`` in multiples of the sampled residual's RMS.
     alphabet : int
-        Symbols in the layer's table (0 when censored).
+        Symbols in the layer's table (0 when censored; a low-rank layer's two
+        factor tables together).
     estimated_rate : float
         Bits per parameter the search expected, side information included.
     estimated_distortion : float
@@ -101,6 +112,8 @@ class LayerStats:
         Empirical entropy of the layer's actual symbols, times their count.
     coded_bits : int
         Bits the ANS coder spent on the layer's symbols.
+    rank : int
+        Components of a low-rank layer (0 for the other quantizers).
     """
 
     name: str
@@ -115,6 +128,7 @@ class LayerStats:
     estimated_distortion: float
     entropy_bits: float
     coded_bits: int
+    rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,10 +210,19 @@ class EncodedUpdate:
 
 
 @dataclass(frozen=True)
+class _Stream:
+    """One table's symbols for the ANS coder, in the order the decoder pops them."""
+
+    packed: SymbolArray
+    frequencies: IntArray
+    size: int
+
+
+@dataclass(frozen=True)
 class _Coded:
     record: LayerRecord
-    packed: SymbolArray | None
-    counts: IntArray
+    streams: tuple[_Stream, ...]
+    counts: tuple[IntArray, ...]
     multiplier: float
     estimated_rate: float
     estimated_distortion: float
@@ -234,8 +257,8 @@ def _censored(predictor: Predictor, gain: np.float32, size: int, distortion: flo
     tag_bits = 8.0 + (32.0 if predictor is not Predictor.ZERO and gain != 1.0 else 0.0)
     return _Coded(
         LayerRecord(predictor, Quantizer.CENSORED, float(gain)),
-        None,
-        np.zeros(0, dtype=np.int64),
+        (),
+        (),
         0.0,
         tag_bits / max(size, 1),
         distortion,
@@ -264,6 +287,15 @@ def _predictions(
     return predictions or {Predictor.ZERO: None}
 
 
+def _reference(update: FloatArray, config: CodecConfig, totals: tuple[float, int]) -> float:
+    """Return the energy a layer's squared error is divided by in its term of ``J``."""
+    # Under "layer" distortion the layer is scored as if the whole update had its mean
+    # square, so its relative error weighs by its share of the parameters.
+    if config.rd_distortion == "update":
+        return totals[0]
+    return _energy(update) * totals[1] / update.size
+
+
 def _search(
     update: FloatArray,
     predictions: dict[Predictor, FloatArray | None],
@@ -275,11 +307,7 @@ def _search(
     size = update.size
     limit = config.censor_threshold**2
     index = sample_indices(size, sample_size(size, config.rd_sample_size))
-    # Under "layer" distortion the layer is scored as if the whole update had its mean
-    # square, so its relative error weighs by its share of the parameters.
-    reference = (
-        totals[0] if config.rd_distortion == "update" else _energy(update) * totals[1] / size
-    )
+    reference = _reference(update, config, totals)
     while True:
         sample = update if index is None else update[index]
         energy = _energy(sample)
@@ -388,27 +416,108 @@ def _quantize(
         sym_min = first - 1
     dequantize_into(symbols, step, out)
     add_prediction(out, prediction, choice.gain, scratch=symbols)
+    frequencies = quantize_frequencies(counts)
     record = LayerRecord(
-        choice.predictor,
-        choice.quantizer,
-        float(choice.gain),
-        float(step),
-        sym_min,
-        quantize_frequencies(counts),
+        choice.predictor, choice.quantizer, float(choice.gain), float(step), sym_min, frequencies
     )
     return _Coded(
         record,
-        packed,
-        counts,
+        _streams((packed, frequencies, full.size)),
+        (counts,),
         choice.multiplier * float(step) / float(choice.scale),
         choice.rate,
         choice.distortion,
     )
 
 
+def _streams(*tables: tuple[SymbolArray | None, IntArray, int]) -> tuple[_Stream, ...]:
+    """Collect the coder's streams of a layer's tables; a one-symbol table has none."""
+    return tuple(_Stream(p, f, n) for p, f, n in tables if p is not None)
+
+
+def _low_rank(
+    update: FloatArray,
+    shape: tuple[int, ...],
+    prediction: FloatArray | None,
+    prediction_peak: float,
+    choice: Choice,
+    config: CodecConfig,
+    totals: tuple[float, int],
+    out: FloatArray,
+) -> _Coded | None:
+    """Send a 2-D layer's residual as two quantized factors, if that beats ``choice`` on ``J``.
+
+    Factors the residual against ``choice``'s prediction and gain at
+    ``config.low_rank`` (or the layer's largest rank) and scores the result
+    exactly on the whole layer, with the same normalisation as
+    :func:`~phalanx.codec.ratedistortion.choose`. Writes the reconstruction
+    into ``out`` only when it wins. ``None``: not a matrix, nothing to factor,
+    beyond the decoder's bound, or more costly.
+    """
+    matrix = matrix_shape(shape)
+    if matrix is None:
+        return None
+    rows, cols = matrix
+    full = update if prediction is None else residual(update, prediction, choice.gain)
+    factors = code_factors(
+        full.reshape(rows, cols), min(config.low_rank, max_rank(rows, cols)), config.low_rank_step
+    )
+    if factors is None:
+        return None
+    left, right = factors
+    rank = left.symbols.shape[0]
+    tables, packed, counts = [], [], []
+    for factor in factors:
+        symbols = factor.symbols.ravel()
+        low, high = int(symbols.min()), int(symbols.max())
+        p, c = _pack(symbols, low, high - low + 1)
+        tables.append(FactorTable(float(factor.step), low, quantize_frequencies(c)))
+        packed.append(p)
+        counts.append(c)
+    # The decoder's own check, from the same tables.
+    bound = product_bound(_table_peak(tables[0]), _table_peak(tables[1]), rank)
+    if bound + abs(float(choice.gain)) * prediction_peak > BOUND:
+        return None
+    candidate = np.empty_like(update)
+    reconstruct_into(left.values, right.values, candidate)
+    add_prediction(candidate, prediction, choice.gain)
+    error = np.subtract(update, candidate, dtype=np.float32)
+    sse = _energy(error)
+    has_gain = choice.predictor is not Predictor.ZERO and choice.gain != np.float32(1.0)
+    bits = math.fsum(entropy_bits(c) for c in counts) + 8.0 * low_rank_record_size(
+        rank, has_gain, tables
+    )
+    cost = sse / _reference(update, config, totals) + config.rd_lambda * bits / totals[1]
+    if not cost < choice.cost:
+        return None
+    out[:] = candidate
+    record = LayerRecord(
+        choice.predictor,
+        Quantizer.LOWRANK,
+        float(choice.gain),
+        rank=rank,
+        factors=tuple(tables),
+    )
+    energy = _energy(update)
+    return _Coded(
+        record,
+        _streams(
+            *(
+                (p, t.frequencies, f.symbols.size)
+                for p, t, f in zip(packed, tables, factors, strict=True)
+            )
+        ),
+        tuple(counts),
+        config.low_rank_step,
+        bits / update.size,
+        sse / energy if energy > 0 else 0.0,
+    )
+
+
 def _encode_layer(
     update: FloatArray,
     layer: int,
+    shape: tuple[int, ...],
     history: DeltaHistory,
     config: CodecConfig,
     seed_context: SeedContext,
@@ -428,6 +537,10 @@ def _encode_layer(
                 return found
             prediction = predictions[found.predictor]
             peak = history.peak(found.predictor, layer) if prediction is not None else 0.0
+            if config.low_rank:
+                low = _low_rank(update, shape, prediction, peak, found, config, totals, out)
+                if low is not None:
+                    return low
             correlated = config.rounding == "correlated"
             draws = functools.partial(
                 rounding_draws, seed_context, layer, update.size, correlated=correlated
@@ -514,6 +627,7 @@ def encode_update(
         _encode_layer(
             flat[layout.slice(i)],
             i,
+            layout.shapes[i],
             history,
             config,
             seeds,
@@ -522,16 +636,13 @@ def encode_update(
         )
         for i in range(len(layout))
     ]
-    streams = [
-        (c.packed, c.record.frequencies, size)
-        for c, size in zip(coded, layout.sizes, strict=True)
-        if c.packed is not None
-    ]
-    words, bits = encode_symbols(streams)
+    words, stream_bits = encode_symbols(
+        [(s.packed, s.frequencies, s.size) for c in coded for s in c.streams]
+    )
     header = Header(layout.fingerprint, history.fingerprint[:HISTORY_FINGERPRINT_BYTES])
     payload, side_bytes = write_bitstream(header, [c.record for c in coded], layout, words)
 
-    bits_iter = iter(bits)
+    bits_iter = iter(stream_bits)
     layer_stats = tuple(
         LayerStats(
             name=name,
@@ -539,13 +650,14 @@ def encode_update(
             predictor=c.record.predictor,
             quantizer=c.record.quantizer,
             gain=c.record.gain,
-            step=c.record.step,
+            step=c.record.factors[0].step if c.record.factors else c.record.step,
             multiplier=c.multiplier,
-            alphabet=c.record.alphabet,
+            alphabet=c.record.alphabet + sum(t.alphabet for t in c.record.factors),
             estimated_rate=c.estimated_rate,
             estimated_distortion=c.estimated_distortion,
-            entropy_bits=entropy_bits(c.counts),
-            coded_bits=next(bits_iter) if c.packed is not None else 0,
+            entropy_bits=math.fsum(entropy_bits(n) for n in c.counts),
+            coded_bits=sum(next(bits_iter) for _ in c.streams),
+            rank=c.record.rank,
         )
         for name, size, c in zip(layout.names, layout.sizes, coded, strict=True)
     )
@@ -556,7 +668,7 @@ def encode_update(
         side_bytes=side_bytes,
         coded_bytes=4 * len(words),
         entropy_bits=math.fsum(s.entropy_bits for s in layer_stats),
-        coded_bits=sum(bits),
+        coded_bits=sum(stream_bits),
     )
     reconstruction.flags.writeable = False
     return EncodedUpdate(payload, reconstruction, split_flat(reconstruction, layout), stats)
@@ -571,6 +683,11 @@ def _allowed(record: LayerRecord, config: CodecConfig, name: str) -> None:
         raise CodecError(f"layer {name!r} uses the ternary quantizer, not enabled")
     if record.gain != 1.0 and not config.fit_gain:
         raise CodecError(f"layer {name!r} has a prediction gain, but fit_gain is off")
+    if record.quantizer is Quantizer.LOWRANK and record.rank > config.low_rank:
+        raise CodecError(
+            f"layer {name!r} is low-rank at rank {record.rank}; the config allows "
+            + (f"at most {config.low_rank}" if config.low_rank else "none (low_rank = 0)")
+        )
 
 
 def decode_update_flat(
@@ -616,19 +733,31 @@ def decode_update_flat(
             "payload was encoded against another history (a missed or extra broadcast?)"
         )
     tables: list[tuple[IntArray, int]] = []
-    for name, size, record, layer in zip(
-        layout.names, layout.sizes, records, range(len(layout)), strict=True
+    for name, shape, size, record, layer in zip(
+        layout.names, layout.shapes, layout.sizes, records, range(len(layout)), strict=True
     ):
         _allowed(record, config, name)
-        peak = reconstruction_bound(
-            record.gain,
-            history.peak(record.predictor, layer),
-            record.step,
-            record.sym_min,
-            record.sym_min + max(record.alphabet, 1) - 1,
-        )
-        if record.quantizer is not Quantizer.CENSORED and record.alphabet >= 2:
-            tables.append((record.frequencies, size))
+        prediction_peak = history.peak(record.predictor, layer)
+        if record.quantizer is Quantizer.LOWRANK:
+            rows, cols = shape
+            left, right = record.factors
+            peak = product_bound(_table_peak(left), _table_peak(right), record.rank)
+            peak += abs(record.gain) * prediction_peak  # as the encoder checked it
+            tables.extend(
+                (t.frequencies, record.rank * n)
+                for t, n in zip(record.factors, (rows, cols), strict=True)
+                if t.alphabet >= 2
+            )
+        else:
+            peak = reconstruction_bound(
+                record.gain,
+                prediction_peak,
+                record.step,
+                record.sym_min,
+                record.sym_min + max(record.alphabet, 1) - 1,
+            )
+            if record.quantizer is not Quantizer.CENSORED and record.alphabet >= 2:
+                tables.append((record.frequencies, size))
         if not peak <= BOUND:
             raise CodecError(f"layer {name!r} would reconstruct to values beyond float32 range")
     decoded = iter(decode_symbols(words, tables))
@@ -638,17 +767,41 @@ def decode_update_flat(
         target = out[layout.slice(layer)]
         if record.quantizer is Quantizer.CENSORED:
             target.fill(0.0)
+        elif record.quantizer is Quantizer.LOWRANK:
+            rows, cols = layout.shapes[layer]
+            left_values, right_values = (
+                _dequantize(table, np.empty(record.rank * n, dtype=np.float32), decoded)
+                for table, n in zip(record.factors, (rows, cols), strict=True)
+            )
+            reconstruct_into(
+                left_values.reshape(record.rank, rows),
+                right_values.reshape(record.rank, cols),
+                target,
+            )
         else:
-            values = np.arange(record.alphabet, dtype=np.float32)
-            np.add(values, np.float32(record.sym_min), out=values)
-            np.multiply(values, np.float32(record.step), out=values)
-            if record.alphabet == 1:
-                target.fill(values[0])
-            else:
-                _unpack(next(decoded), values, target)
+            _dequantize(record, target, decoded)
         add_prediction(
             target, history.layer_prediction(record.predictor, layer), np.float32(record.gain)
         )
+    return out
+
+
+def _table_peak(table: FactorTable) -> float:
+    """Largest magnitude a factor table's symbols stand for."""
+    return table.step * max(abs(table.sym_min), abs(table.sym_max))
+
+
+def _dequantize(
+    table: LayerRecord | FactorTable, out: FloatArray, decoded: Iterator[SymbolArray]
+) -> FloatArray:
+    """Write a table's dequantized symbols into ``out`` (the next decoded stream, if it has one)."""
+    values = np.arange(table.alphabet, dtype=np.float32)
+    np.add(values, np.float32(table.sym_min), out=values)
+    np.multiply(values, np.float32(table.step), out=values)
+    if table.alphabet == 1:
+        out.fill(values[0])
+    else:
+        _unpack(next(decoded), values, out)
     return out
 
 

@@ -16,8 +16,9 @@ class CodecConfig:
     Encoder and decoder must use equal configs (the decoder refuses payloads
     that use a predictor or quantizer the config does not enable), except for
     the encoder-only settings ``unbiased``, ``rounding``, ``rd_lambda``, ``rd_distortion``,
-    ``censor_threshold`` and ``rd_sample_size``, which the decoder never reads: a coordinator may
-    code its broadcast at another ``rd_lambda`` than the workers' uplink.
+    ``censor_threshold``, ``low_rank_step`` and ``rd_sample_size``, which the decoder never
+    reads: a coordinator may code its broadcast at another ``rd_lambda`` than the workers'
+    uplink.
 
     Parameters
     ----------
@@ -73,9 +74,23 @@ class CodecConfig:
     censor_threshold : float
         A layer whose residual norm is at most this fraction of the update's
         norm is sent as a flag: its reconstruction is the prediction.
+    low_rank : int
+        Rank of the low-rank quantizer (:mod:`phalanx.codec.lowrank`), a
+        candidate for every 2-D layer at this rank (or the layer's largest, if
+        smaller); 0 disables it. The search decides between it and the other
+        quantizers by ``J`` but does not pick the rank: the truncation is
+        biased, and meant with ``error_feedback``, which carries the
+        directions left out into the next update, so one round's ``J``
+        overstates what a lower rank saves. The decoder refuses a higher rank.
+    low_rank_step : float
+        The low-rank factors' rounding step, in multiples of each factor's RMS.
     error_feedback : bool
         Carry each worker's quantization error into its next update. Only for
-        runs with replication 1 (see :func:`check_codec_compatible`).
+        runs with replication 1 (see :func:`check_codec_compatible`). With
+        ``unbiased``, only the error of layers sent without stochastic
+        rounding (low-rank, censored) is carried: a stochastically rounded
+        layer's error is zero-mean and fresh every round, so carrying it would
+        only add variance (:class:`~phalanx.codec.feedback.ErrorFeedback`).
     downlink_error_feedback : bool
         Carry the broadcast's quantization error into the next broadcast. Safe
         with any replication: one sender, one payload for everyone.
@@ -107,6 +122,8 @@ class CodecConfig:
     rd_lambda: float = 0.1
     rd_distortion: Literal["update", "layer"] = "update"
     censor_threshold: float = 0.05
+    low_rank: int = 0
+    low_rank_step: float = 0.25
     error_feedback: bool = False
     downlink_error_feedback: bool = True
     history_length: int = 3
@@ -137,6 +154,10 @@ class CodecConfig:
             raise ValueError(
                 f"rounding must be 'independent' or 'correlated', got {self.rounding!r}"
             )
+        if self.low_rank < 0:
+            raise ValueError(f"low_rank must be >= 0 (0 disables it), got {self.low_rank}")
+        if not (math.isfinite(self.low_rank_step) and self.low_rank_step > 0.0):
+            raise ValueError(f"low_rank_step must be finite and positive, got {self.low_rank_step}")
         if not 0.0 <= self.censor_threshold < 1.0:
             raise ValueError(f"censor_threshold must be in [0, 1), got {self.censor_threshold}")
         if self.history_length < 1:

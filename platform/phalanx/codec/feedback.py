@@ -3,6 +3,13 @@
 Only for runs with replication 1: the memory is private to the worker, so with
 ``r > 1`` honest replicas of a file would send different bytes (see
 :func:`~phalanx.codec.config.check_codec_compatible`).
+
+What is carried is the error of the layers coded with a bias: deterministic
+rounding, censoring, the low-rank quantizer's truncation. In the codec's
+unbiased mode a stochastically rounded layer's error is zero-mean and drawn
+afresh every round; carried, it would only add its variance to the next
+update, round after round (the memory grows instead of shrinking), so those
+layers carry nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +22,10 @@ from .codec import EncodedUpdate, SeedContext, encode_update
 from .config import CodecConfig
 from .layers import FloatArray, LayerLayout, LayerSpec, flatten_update, layer_layout
 from .predictors import DeltaHistory
+from .quantizers import Quantizer
+
+STOCHASTIC = frozenset({Quantizer.UNIFORM, Quantizer.TERNARY})
+"""Quantizers that round stochastically in the codec's unbiased mode."""
 
 
 def compensate(update: FloatArray, memory: FloatArray) -> FloatArray:
@@ -66,6 +77,8 @@ class ErrorFeedback:
         """Encode ``update + memory`` and keep the new quantization error.
 
         Parameters are those of :func:`~phalanx.codec.codec.encode_update`.
+        With ``config.unbiased`` the layers rounded stochastically keep no
+        error (see the module docstring).
 
         Raises
         ------
@@ -82,5 +95,10 @@ class ErrorFeedback:
             config=config,
             seed_context=seed_context,
         )
-        self._memory = carried_error(corrected, encoded.flat)
+        memory = carried_error(corrected, encoded.flat)
+        if config.unbiased:
+            for layer, stats in enumerate(encoded.stats.layers):
+                if stats.quantizer in STOCHASTIC:
+                    memory[self.layout.slice(layer)] = 0.0
+        self._memory = memory
         return encoded

@@ -17,6 +17,8 @@ way honest replicas of one file draw the same symbols. The decoder never
 needs to know how a symbol was rounded.
 
 A censored layer has no symbols at all: its reconstruction is the prediction.
+A low-rank layer's symbols are those of its two factors, each rounded
+mid-tread (:mod:`phalanx.codec.lowrank`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class Quantizer(IntEnum):
     """Uniform quantizer: mid-tread, or stochastic rounding in the unbiased mode."""
     TERNARY = 2
     """``{-1, 0, +1}`` times a scale, stochastic rounding."""
+    LOWRANK = 3
+    """Two quantized factors whose product is the layer (:mod:`phalanx.codec.lowrank`)."""
 
 
 def quantize_uniform(

@@ -104,7 +104,7 @@ def test_a_censored_zero_layer_costs_one_tag_byte_after_its_shape(layout):
     ("offset", "value", "message"),
     [
         (0, 0x51, "magic"),
-        (4, 2, "version"),
+        (4, 3, "version"),
         (5, 1, "flags"),
         (6, 0x00, "another model"),
         (18, 5, "layers"),

@@ -42,21 +42,37 @@ def test_downlink_lambda_falls_back_to_rd_lambda_and_changes_nothing_else() -> N
     assert down == CodecConfig(**{**vars(codec_config(split)), "rd_lambda": 0.03})
 
 
-def test_layer_distortion_steers_the_uplink_and_leaves_the_broadcast_on_squared_error() -> None:
-    settings = CodecSettings(enabled=True, rd_distortion="layer", unbiased=True)
-    assert codec_config(settings).rd_distortion == "layer"
-    down = downlink_codec_config(settings)
-    assert down.rd_distortion == "update" and not down.unbiased
+def test_the_broadcast_keeps_the_uplink_s_measure_but_rounds_to_nearest_without_low_rank() -> None:
+    settings = CodecSettings(
+        enabled=True, rd_distortion="layer", unbiased=True, rounding="correlated", low_rank=4
+    )
+    up, down = codec_config(settings), downlink_codec_config(settings)
+    assert (up.rd_distortion, up.rounding, up.unbiased, up.low_rank) == (
+        "layer",
+        "correlated",
+        True,
+        4,
+    )
+    assert (down.rd_distortion, down.rounding, down.unbiased, down.low_rank) == (
+        "layer",
+        "correlated",
+        False,
+        0,
+    )
     with pytest.raises(ValueError, match="rd_distortion"):
         CodecSettings(enabled=True, rd_distortion="adam")  # type: ignore[arg-type]
-
-
-def test_correlated_rounding_steers_the_uplink_and_the_broadcast_draws_independently() -> None:
-    settings = CodecSettings(enabled=True, rounding="correlated", unbiased=True)
-    assert codec_config(settings).rounding == "correlated"
-    assert downlink_codec_config(settings).rounding == "independent"
     with pytest.raises(ValueError, match="rounding"):
         CodecSettings(enabled=True, rounding="shared")  # type: ignore[arg-type]
+
+
+def test_the_coordinator_encodes_its_broadcast_with_the_workers_downlink_config() -> None:
+    settings = CodecSettings(
+        enabled=True, rd_lambda=20.0, downlink_rd_lambda=0.03, rd_distortion="layer", low_rank=8
+    )
+    channel = make_channel(settings, SPEC, _params(), run_seed=1)
+    assert isinstance(channel, CodecChannel)
+    assert channel.downlink_config == downlink_codec_config(settings)
+    assert channel.config == codec_config(settings)
 
 
 def _params() -> torch.Tensor:
@@ -217,3 +233,38 @@ def test_unbiased_uplink_keeps_replicas_byte_identical_and_models_in_step() -> N
     assert codec_config(config.codec).unbiased
     assert not downlink_codec_config(config.codec).unbiased  # the broadcast rounds to nearest
     _run_and_check_in_step(config)
+
+
+def test_low_rank_steers_the_uplink_and_the_broadcast_never_uses_it() -> None:
+    settings = CodecSettings(enabled=True, low_rank=8, low_rank_step=0.5)
+    up = codec_config(settings)
+    assert (up.low_rank, up.low_rank_step) == (8, 0.5)
+    assert downlink_codec_config(settings).low_rank == 0
+    for bad in ({"low_rank": -1}, {"low_rank_step": 0.0}):
+        with pytest.raises(ValueError, match="low_rank"):
+            CodecSettings(enabled=True, **bad)  # type: ignore[arg-type]
+
+
+class FakeEncoderSpy:
+    """Wraps the worker's real encoder and records which quantizer each layer got."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+        self.quantizers: list[tuple[str, ...]] = []
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        encoded = self.real(*args, **kwargs)  # type: ignore[operator]
+        self.quantizers.append(tuple(s.quantizer.name for s in encoded.stats.layers))
+        return encoded
+
+
+def test_low_rank_layers_keep_replicas_byte_identical_and_models_in_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import phalanx_clients.replica as replica_module
+
+    spy = FakeEncoderSpy(replica_module.encode_update)
+    monkeypatch.setattr(replica_module, "encode_update", spy)
+    config = _honest({**SPLIT, "rd_lambda": 0.3, "low_rank": 4})
+    _run_and_check_in_step(config)  # r = 3 with exact digests: any disagreement is flagged
+    assert any("LOWRANK" in layers for layers in spy.quantizers)

@@ -22,10 +22,13 @@ from phalanx.codec import (
     CodecConfig,
     CodecError,
     DeltaHistory,
+    Predictor,
+    Quantizer,
     decode_update_flat,
     encode_update,
     layer_layout,
 )
+from phalanx.codec.lowrank import max_rank
 from tests.unit.codec.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
 
 LAYOUT = layer_layout(SPEC)
@@ -56,11 +59,28 @@ def _payloads() -> list[bytes]:
                 seed_context=(1, 1, seed),
             )
             out.append(encoded.payload)
+    # Low-rank layers (bitstream version 2): fc.weight nearly rank 2, as gradients are.
+    rng = np.random.default_rng(3)
+    for low_rank, prediction in ((2, 0.0), (3, 0.2)):
+        update = gradient_like(LAYOUT, 3 + low_rank)
+        fc = rng.normal(size=(10, 2)) @ rng.normal(size=(2, 200)) + 0.01 * rng.normal(
+            size=(10, 200)
+        )
+        update[LAYOUT.slice(2)] = (1e-3 * fc).ravel()
+        update[LAYOUT.slice(2)] += prediction * HISTORY.layer_prediction(Predictor.PREVIOUS, 2)
+        config = CodecConfig(rd_sample_size=256, rd_lambda=0.1, low_rank=low_rank)
+        encoded = encode_update(
+            update, layers_spec=LAYOUT, history=HISTORY, config=config, seed_context=(1, 2, 0)
+        )
+        assert encoded.stats.layers[2].quantizer is Quantizer.LOWRANK
+        out.append(encoded.payload)
     return out
 
 
 PAYLOADS = _payloads()
-ANY_CONFIG = CodecConfig(rd_sample_size=256, step_sizes=(0.25, 0.5, 1.0), ternary=True)
+ANY_CONFIG = CodecConfig(
+    rd_sample_size=256, step_sizes=(0.25, 0.5, 1.0), ternary=True, low_rank=max_rank(10, 200)
+)
 
 
 class FakeEntropyDecoderSpy:
@@ -103,9 +123,9 @@ def test_random_bytes_are_refused(data):
 
 
 @FUZZ
-@given(st.binary(max_size=400))
-def test_random_bytes_behind_a_valid_magic_only_raise_codec_error(monkeypatch, data):
-    _decode_checked(MAGIC + bytes([1, 0]) + LAYOUT.fingerprint + data, monkeypatch)
+@given(st.sampled_from([1, 2]), st.binary(max_size=400))
+def test_random_bytes_behind_a_valid_magic_only_raise_codec_error(monkeypatch, version, data):
+    _decode_checked(MAGIC + bytes([version, 0]) + LAYOUT.fingerprint + data, monkeypatch)
 
 
 @FUZZ
