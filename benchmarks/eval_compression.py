@@ -25,7 +25,10 @@ Methods (uplink; the downlink is what the channel sends, counted as it is):
   weight (unset: the broadcast is coded at ``rd_lambda`` too); ``unbiased``
   is ``codec.unbiased`` (stochastic rounding of the uplink); ``extra_step``
   adds a coarser step to ``codec.step_sizes``; ``rd_distortion`` is
-  ``codec.rd_distortion``. Every row is a plain run config.
+  ``codec.rd_distortion``; ``low_rank`` is ``codec.low_rank`` (fully connected
+  weights may go as two quantized factors of that rank), which the r = 1
+  candidate pairs with ``codec.error_feedback``. Every row is a plain run
+  config.
 
 Baselines plug into the same coordinator and workers (``compression_baselines``:
 a ``BaselineReplica`` encodes, a ``BaselineChannel`` decodes). Runs go through
@@ -169,6 +172,7 @@ def predictive(
     extra_step: float | None = None,
     layer_distortion: bool = False,
     correlated: bool = False,
+    low_rank: int = 0,
 ) -> Method:
     """The platform's codec at ``rd_lambda``.
 
@@ -180,7 +184,9 @@ def predictive(
     ``codec.rd_distortion = "layer"`` (each layer's error relative to its own
     energy, as Adam on the server sees it). ``correlated`` sets
     ``codec.rounding = "correlated"`` (the files of a round share their
-    rounding draws, so the errors partly cancel in the mean).
+    rounding draws, so the errors partly cancel in the mean). ``low_rank`` sets
+    ``codec.low_rank`` (2-D layers may go as two quantized factors of that
+    rank).
     """
     params: tuple[tuple[str, float | int | bool | str], ...] = (("lambda", rd_lambda),)
     if downlink_lambda is not None:
@@ -193,6 +199,8 @@ def predictive(
         params += (("rd_distortion", "layer"),)
     if correlated:
         params += (("rounding", "correlated"),)
+    if low_rank:
+        params += (("low_rank", low_rank),)
     if error_feedback:
         params += (("error_feedback", True),)
     return Method("predictive coding", params, r_one_only=error_feedback)
@@ -201,10 +209,12 @@ def predictive(
 DOWNLINK_LAMBDA = 0.03
 
 
-def adam_coded(rd_lambda: float, *, correlated: bool = True) -> Method:
+def adam_coded(rd_lambda: float, *, correlated: bool = True, low_rank: int = 0) -> Method:
     """The codec as set for Adam on the server: unbiased, per-layer distortion, a 16x step.
 
     ``correlated``: correlated rounding draws across the round's files.
+    ``low_rank``: fully connected weights may go as rank-``low_rank`` factors,
+    their truncation carried by error feedback (so ``r = 1`` only).
     """
     return predictive(
         rd_lambda,
@@ -213,14 +223,22 @@ def adam_coded(rd_lambda: float, *, correlated: bool = True) -> Method:
         extra_step=16.0,
         layer_distortion=True,
         correlated=correlated,
+        low_rank=low_rank,
+        error_feedback=low_rank > 0,
     )
 
 
 FP32 = Method("fp32")
 ZSTD = Method("zstd", (("level", 3),))
 LAMBDAS = (0.03, 0.1, 0.3, 1.0)
-GOAL_METHODS = tuple(adam_coded(lam, correlated=c) for lam in (20.0, 30.0) for c in (True, False))
-"""Run under every seed: the goal's candidates, with and without correlated rounding."""
+LOW_RANK = 8
+"""Rank of the r = 1 candidate's fully connected weights (with error feedback)."""
+GOAL_METHODS = (
+    *(adam_coded(lam, correlated=c) for lam in (20.0, 30.0) for c in (True, False)),
+    adam_coded(20.0, low_rank=LOW_RANK),
+)
+"""Run under every seed: the goal's candidates, with and without correlated rounding, and,
+for r = 1, with low-rank fully connected weights and error feedback."""
 METHODS = (
     FP32,
     ZSTD,
@@ -295,6 +313,7 @@ class Case:
                 "unbiased": bool(dict(self.method.params).get("unbiased", False)),
                 "rd_distortion": dict(self.method.params).get("rd_distortion", "update"),
                 "rounding": dict(self.method.params).get("rounding", "independent"),
+                "low_rank": int(dict(self.method.params).get("low_rank", 0)),
                 "error_feedback": self.method.error_feedback,
             }
             extra = dict(self.method.params).get("extra_step")
@@ -964,7 +983,9 @@ def plot(rows: Sequence[Row], r: int, path: Path, full_rounds: int) -> None:
     ]
     if not mine:
         return
-    figure, (by_bytes, by_round) = plt.subplots(1, 2, figsize=(13, 6.5))
+    # The labels spell out every setting: two legend columns below, as tall as they need.
+    legend_height = 0.18 * math.ceil(len(mine) / 2) + 0.3
+    figure, (by_bytes, by_round) = plt.subplots(1, 2, figsize=(14, 6.0 + legend_height))
     cmap = plt.get_cmap("tab20")
     for i, x in enumerate(mine):
         cumulative = [sum(x.uplink_by_round[: t + 1]) for t in range(x.rounds)]
@@ -985,13 +1006,13 @@ def plot(rows: Sequence[Row], r: int, path: Path, full_rounds: int) -> None:
         axis.set_ylabel("test accuracy %")
         axis.grid(True, which="both", alpha=0.3)
     handles, labels = by_round.get_legend_handles_labels()
-    figure.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=7)
     scheme = "none" if r == 1 else "bibd, STS(15)"
     figure.suptitle(
         f"Fashion-MNIST CNN, K = {K}, r = {r} ({scheme}): accuracy on the evaluation subset "
         "each round, on the full test set at the last round"
     )
-    figure.tight_layout(rect=(0, 0.14, 1, 1))
+    figure.tight_layout(rect=(0, legend_height / (6.0 + legend_height), 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
@@ -1113,7 +1134,12 @@ def describe(
         "and `rounding` = *rounding* (`correlated`: the files of a round share their "
         "stochastic-rounding draws, each file shifted by its index along a golden-ratio "
         "sequence, so that the rounding errors partly cancel in the mean; each payload stays "
-        "unbiased and replicas still agree byte for byte), every other codec setting at its "
+        "unbiased and replicas still agree byte for byte), `low_rank` = *low_rank* (a 2-D "
+        "layer, here `classifier.1.weight`, 128 x 3136, may go as its top singular directions: "
+        "two factors of that rank, each rounded to a quarter of its RMS and ANS-coded, when "
+        "that costs less in J) and `error_feedback` = *error_feedback* (the worker carries "
+        "what the low-rank truncation left out into its next update; layers rounded "
+        "stochastically carry nothing), every other codec setting at its "
         "default. The workers code their updates at "
         "`rd_lambda`, the coordinator its broadcast of the global delta at "
         "`downlink_rd_lambda` (at `rd_lambda` too where the row gives none); decoding does "

@@ -322,11 +322,19 @@ def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_
     assert f"| {candidate.label} | 3 | 78.00 | 69.00 | 73.50 | -0.50 | 0.50 |" in seeds
 
 
-def test_the_thin_links_example_runs_the_compression_goal_candidate_at_r3() -> None:
-    example = load_run_config(BENCHMARKS.parent / "examples" / "thin-links.toml")
+@pytest.mark.parametrize(
+    ("example", "method", "r"),
+    [
+        ("thin-links.toml", compression.adam_coded(20.0), 3),
+        ("thin-links-r1.toml", compression.adam_coded(20.0, low_rank=compression.LOW_RANK), 1),
+    ],
+)
+def test_the_thin_links_examples_run_the_compression_goal_candidates(example, method, r) -> None:
+    assert method in compression.GOAL_METHODS
+    config = load_run_config(BENCHMARKS.parent / "examples" / example)
     settings = compression.Settings(30, 5, 500, {1: 32, 3: 14})
-    measured = compression.Case(compression.GOAL_METHODS[0], 3).config(settings)
+    measured = compression.Case(method, r).config(settings)
     for section in ("codec", "training", "assignment", "aggregation", "attack"):
-        assert getattr(example, section) == getattr(measured, section), section
-    assert (example.seed, example.rounds) == (measured.seed, measured.rounds)
-    assert example.data.samples_per_file == measured.data.samples_per_file
+        assert getattr(config, section) == getattr(measured, section), section
+    assert (config.seed, config.rounds) == (measured.seed, measured.rounds)
+    assert config.data.samples_per_file == measured.data.samples_per_file
