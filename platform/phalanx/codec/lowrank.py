@@ -36,6 +36,16 @@ from .quantizers import MAX_SYMBOL, quantize_uniform
 
 Float64Array = npt.NDArray[np.float64]
 
+RELATIVE_FLOOR = 1e-7
+"""Directions with a singular value below this fraction of the largest are left out.
+
+The Gram matrix squares the singular values, so below about ``sqrt(eps)`` of the
+largest its eigenvectors are rounding noise (and dividing by them would amplify it).
+"""
+
+MAX_FACTOR = 1e30
+"""Largest factor magnitude the encoder sends; beyond it the layer takes another quantizer."""
+
 
 @functools.cache
 def _controller() -> ThreadpoolController:
@@ -107,8 +117,7 @@ def top_factors(matrix: FloatArray, rank: int) -> tuple[Float64Array, Float64Arr
         eigenvalues, vectors = np.linalg.eigh(a @ a.T)
         order = np.argsort(eigenvalues)[::-1][: min(rank, a.shape[0])]
         sigma = np.sqrt(np.maximum(eigenvalues[order], 0.0))
-        # Directions at rounding-noise level carry nothing and would divide by ~0 below.
-        keep = sigma > (sigma[0] if sigma.size else 0.0) * 1e-12
+        keep = sigma > (sigma[0] if sigma.size else 0.0) * RELATIVE_FLOOR
         u = vectors[:, order[keep]]
         sigma = sigma[keep]
         v = (a.T @ u) / sigma  # unit columns: A^T u_j = sigma_j v_j
@@ -182,10 +191,10 @@ def code_factors(
     -------
     tuple of Factor, or None
         ``(left, right)`` with shapes ``(k', m)`` and ``(k', n)``; ``None`` for
-        an all-zero matrix.
+        an all-zero matrix, or when a factor would exceed :data:`MAX_FACTOR`.
     """
     left, _ = top_factors(matrix, rank)
-    if left.shape[0] == 0:
+    if left.shape[0] == 0 or not np.abs(left).max() <= MAX_FACTOR:
         return None
     coded_left = quantize_factor(left, step_multiplier)
     basis = coded_left.values.astype(np.float64)
@@ -193,7 +202,7 @@ def code_factors(
         # min ||basis.T @ X - matrix||: X = (B B^T)^+ B matrix, B = basis (k x m).
         gram = basis @ basis.T
         refit = np.linalg.pinv(gram, hermitian=True) @ (basis @ np.asarray(matrix, np.float64))
-    if not np.any(refit):
+    if not np.any(refit) or not np.abs(refit).max() <= MAX_FACTOR:  # also catches NaN
         return None
     return coded_left, quantize_factor(refit, step_multiplier)
 

@@ -102,6 +102,20 @@ def test_a_zero_matrix_has_no_factors():
     assert code_factors(np.zeros((4, 9), np.float32), 2, 0.25) is None
 
 
+@pytest.mark.parametrize("scale", [1e-30, 1.0, 1e30])
+def test_a_nearly_rank_one_matrix_at_any_scale_gives_finite_factors_or_none(scale):
+    matrix = low_rank_matrix(16, 64, 1, seed=15) + 1e-9 * low_rank_matrix(16, 64, 16, seed=16)
+    scaled = (scale * matrix.astype(np.float64)).astype(np.float32)
+    coded = code_factors(scaled, 4, 0.25)
+    if coded is not None:
+        for factor in coded:
+            assert np.isfinite(factor.values).all()
+            assert np.abs(factor.symbols).max() <= MAX_SYMBOL - 1
+        rebuilt = coded[0].values.astype(np.float64).T @ coded[1].values.astype(np.float64)
+        target = scaled.astype(np.float64)
+        assert np.linalg.norm(rebuilt - target) <= 0.1 * np.linalg.norm(target)
+
+
 def test_a_rank_below_one_is_refused():
     with pytest.raises(ValueError, match="rank"):
         top_factors(np.ones((3, 3), np.float32), 0)
