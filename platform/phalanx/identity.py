@@ -165,6 +165,12 @@ def load_private_key(data: bytes | str, password: bytes | None = None) -> Privat
         else:
             raise ValueError("expected a PEM or OpenSSH block starting with '-----BEGIN'")
     except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        if password is not None and text.startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----"):
+            # A wrong password decrypts to garbage whose padding still checks about one
+            # time in 256; the parser then reports bad ASN.1 rather than a bad password.
+            raise IdentityError(
+                f"cannot decrypt private key: wrong password, or the key is damaged ({exc})"
+            ) from exc
         raise IdentityError(f"cannot load private key: {exc}") from exc
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise IdentityError(f"expected an EC private key, got {type(key).__name__}")

@@ -693,3 +693,19 @@ def test_reply_fields_shifted_across_a_boundary_give_different_messages() -> Non
     b = reply_message(run_id="a", round=1, nonce="bc", client_id="", file_ids=[], digests=[])
     c = reply_message(run_id="a", round=1, nonce="b", client_id="c", file_ids=[], digests=[])
     assert len({a, b, c}) == 3
+
+
+def test_a_wrong_password_is_named_even_when_the_garbage_it_decrypts_to_has_valid_padding(
+    key: PrivateKey,
+) -> None:
+    # With a random salt and IV, about one wrong password in 256 decrypts to bytes whose
+    # padding checks, and the ASN.1 parser fails instead of the decryption; 1,000 tries
+    # hit that case with probability 1 - (255/256)**1000 > 0.98.
+    for _ in range(1000):
+        encrypted = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"s3cret"),
+        )
+        with pytest.raises(IdentityError, match="wrong password"):
+            load_private_key(encrypted, password=b"wrong")
