@@ -4,7 +4,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-PYTEST_ARGS ?=
+# Two test processes: much of the suite waits on subprocesses (SuperLinks, Ray, Chromium).
+PYTEST_ARGS ?= -n 2 --dist worksteal
 
 FASHION_MNIST ?= /usr/share/datasets/fashion-mnist
 

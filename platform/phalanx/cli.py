@@ -77,27 +77,32 @@ def _execute(
 
 @contextmanager
 def _progress(
-    config: RunConfig, output: Format
+    config: RunConfig, output: Format, out: Console = console
 ) -> Iterator[tuple[Progress, Callable[[RoundReport], None]]]:
-    """Show a progress bar (round, accuracy, flagged workers) while rounds finish."""
+    """Show a progress bar (round, accuracy, flagged workers) while rounds finish.
+
+    On a console that is not a terminal (a log file, a pipe, CI) a bar is
+    only drawn at the end, so each round is also printed as a line of its own,
+    except with ``--format json``, whose console output is kept to the summary.
+    """
+    live = out.is_terminal
     with Progress(
         TextColumn("round"),
         MofNCompleteColumn(),
         BarColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
-        console=console,
-        disable=output == "json" and not sys.stderr.isatty(),
+        console=out,
+        disable=not live,
     ) as progress:
         task = progress.add_task("rounds", total=config.rounds, status="")
 
         def on_round(report: RoundReport) -> None:
             flagged = ",".join(map(str, report.flagged)) or "none"
-            progress.update(
-                task,
-                completed=report.round,
-                status=f"accuracy {report.accuracy:.3f}  flagged {flagged}",
-            )
+            status = f"accuracy {report.accuracy:.3f}  flagged {flagged}"
+            progress.update(task, completed=report.round, status=status)
+            if not live and output != "json":
+                out.print(f"round {report.round}/{config.rounds}  {status}", highlight=False)
 
         yield progress, on_round
 

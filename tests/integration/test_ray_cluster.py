@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).with_name("ray")
-SESSION_LATEST = Path("/tmp/ray/session_latest")
+RAY_TEMP = Path("/tmp/ray")
 CURRENT_CLUSTER = Path("/tmp/ray/ray_current_cluster")
 
 
@@ -59,8 +59,7 @@ def test_run_uses_a_ray_head_started_beside_it(tmp_path: Path) -> None:
                 break
             assert head.poll() is None, "the Ray head exited"
             time.sleep(1)
-        head_session = SESSION_LATEST.resolve()
-        result = subprocess.run(
+        run = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -74,17 +73,24 @@ def test_run_uses_a_ray_head_started_beside_it(tmp_path: Path) -> None:
             ],
             env={**os.environ, "PHALANX_DATA_DIR": str(tmp_path)},
             cwd=ROOT,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=600,
-            check=False,
         )
-        assert result.returncode == 0, result.stderr
-        summary = json.loads(result.stdout)
+        try:
+            stdout, stderr = run.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.communicate()
+            raise
+        assert run.returncode == 0, stderr
+        summary = json.loads(stdout)
         assert summary["rounds"] == 10
         assert summary["flagged"] == summary["adversaries"] and len(summary["flagged"]) == 2
-        # A local Ray would have started a session of its own; the run joined the head's.
-        assert SESSION_LATEST.resolve() == head_session
+        # A local Ray would have started a session of its own, named with the run's pid
+        # (Ray's `session_<date>_<pid>`); the run joined the head's instead. Other Ray
+        # sessions on the machine (tests running beside this one) do not matter.
+        assert list(RAY_TEMP.glob(f"session_*_{run.pid}")) == []
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         try:

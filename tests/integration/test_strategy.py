@@ -170,6 +170,8 @@ def simulated() -> dict[str, Any]:
         backend_config={
             "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
             "init_args": {
+                # A Ray of its own, never a head another test started beside this one.
+                "address": "local",
                 "num_cpus": 2,
                 "include_dashboard": False,
                 "logging_level": logging.WARNING,
