@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from phalanx.config import load_run_config
-from phalanx.reports import RoundReport
+from tests.reports import round_report
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -42,26 +41,6 @@ def _defence(scheme: str) -> Any:
     return next(d for d in robustness.DEFENCES if d.scheme == scheme)
 
 
-def _report(round: int, flagged: tuple[int, ...], dropped: tuple[int, ...]) -> RoundReport:
-    now = datetime.now(UTC)
-    return RoundReport(
-        round=round,
-        started_at=now,
-        finished_at=now,
-        loss=0.0,
-        accuracy=0.0,
-        flagged=flagged,
-        rejected=(),
-        dropped_files=dropped,
-        events=(),
-        bytes_up=0,
-        bytes_down=0,
-        timings={},
-        assignment={},
-        model_digest="",
-    )
-
-
 @pytest.mark.parametrize(
     ("scheme", "q", "strategy"),
     [("groups", 5, "only_majorities"), ("subsets", 5, "fixed_disagreement")],
@@ -81,11 +60,11 @@ def test_distorted_fraction_counts_files_whose_unflagged_replicas_are_all_distor
     adversaries = robustness.adversaries(config)
     file = next(f for f, ws in enumerate(assignment.files) if len(set(ws) & adversaries) == 2)
     honest = next(w for w in assignment.files[file] if w not in adversaries)
-    fraction, consistent = robustness.round_distortion(config, _report(1, (honest,), ()))
+    fraction, consistent = robustness.round_distortion(config, round_report(1, flagged=(honest,)))
     assert (fraction, consistent) == (0.2, True)
     # Nobody flagged: the file's replicas disagree, so it is dropped, not distorted.
-    assert robustness.round_distortion(config, _report(1, (), (file,))) == (0.0, True)
-    assert robustness.round_distortion(config, _report(1, (), ())) == (0.0, False)
+    assert robustness.round_distortion(config, round_report(1, dropped=(file,))) == (0.0, True)
+    assert robustness.round_distortion(config, round_report(1)) == (0.0, False)
 
 
 def test_distorted_fraction_predicts_a_disputed_file_as_dropped() -> None:
@@ -97,10 +76,10 @@ def test_distorted_fraction_predicts_a_disputed_file_as_dropped() -> None:
     one_adversary = min(set(assignment.files[file]) & adversaries)
     honest = next(w for w in assignment.files[file] if w not in adversaries)
     # One adversary and the honest worker flagged: the other adversary decides alone.
-    flagged = _report(1, tuple(sorted({one_adversary, honest})), ())
+    flagged = round_report(1, flagged=tuple(sorted({one_adversary, honest})))
     assert robustness.round_distortion(config, flagged) == (0.2, True)
     # Only one adversary flagged: one distorted and one honest replica tie, the file drops.
-    tie = _report(1, (one_adversary,), (file,))
+    tie = round_report(1, flagged=(one_adversary,), dropped=(file,))
     assert robustness.round_distortion(config, tie) == (0.0, True)
 
 

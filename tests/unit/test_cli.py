@@ -3,42 +3,21 @@
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
 
 import pytest
 from rich.console import Console
 
 from phalanx.cli import Format, _progress
-from phalanx.reports import RoundReport
 from tests.configs import small_config
-
-
-def _report(round: int, accuracy: float, flagged: tuple[int, ...]) -> RoundReport:
-    now = datetime.now(UTC)
-    return RoundReport(
-        round=round,
-        started_at=now,
-        finished_at=now,
-        loss=0.0,
-        accuracy=accuracy,
-        flagged=flagged,
-        rejected=(),
-        dropped_files=(),
-        events=(),
-        bytes_up=0,
-        bytes_down=0,
-        timings={},
-        assignment={},
-        model_digest="",
-    )
+from tests.reports import round_report
 
 
 def _shown(output: Format, *, terminal: bool) -> str:
     buffer = io.StringIO()
     out = Console(file=buffer, force_terminal=terminal, width=120)
     with _progress(small_config(rounds=3), output, out) as (_, on_round):
-        on_round(_report(1, 0.5, (2, 5)))
-        on_round(_report(2, 0.625, ()))
+        on_round(round_report(1, accuracy=0.5, flagged=(2, 5)))
+        on_round(round_report(2, accuracy=0.625))
     return buffer.getvalue()
 
 

@@ -1,0 +1,34 @@
+"""Round reports for tests that only read a few of their fields."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from phalanx.reports import RoundReport
+
+
+def round_report(
+    round: int,
+    *,
+    accuracy: float = 0.0,
+    flagged: tuple[int, ...] = (),
+    dropped: tuple[int, ...] = (),
+) -> RoundReport:
+    """A finished round with the given fields and zeros or empties elsewhere."""
+    now = datetime.now(UTC)
+    return RoundReport(
+        round=round,
+        started_at=now,
+        finished_at=now,
+        loss=0.0,
+        accuracy=accuracy,
+        flagged=flagged,
+        rejected=(),
+        dropped_files=dropped,
+        events=(),
+        bytes_up=0,
+        bytes_down=0,
+        timings={},
+        assignment={},
+        model_digest="",
+    )
