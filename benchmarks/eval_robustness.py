@@ -666,29 +666,38 @@ def goals(rows: Sequence[Row]) -> list[Goal]:
     baseline = DEFENCES[0].name
     lengths = sorted({r.rounds for r in local if r.scheme == "subsets" and r.mode == "strong"})
     for rounds in lengths:
-        goal = _strong_goal(cells, aspis_name, baseline, top, rounds)
-        if goal is not None:
-            out.append(goal)
+        strong = _strong_pairs(cells, aspis_name, baseline, top, rounds)
+        if strong:
+            clean = cells.get((aspis_name, NO_ATTACK, "none", 0, rounds), [])
+            out.append(_strong_goal(strong, clean, baseline, top, rounds))
+            out.append(_strongest_attack_goal(strong, baseline, top, rounds))
     return out
 
 
-def _strong_goal(
+StrongPair = tuple[str, list[Row], list[Row]]
+
+
+def _strong_pairs(
     cells: dict[tuple[str, str, str, int, int], list[Row]],
     aspis_name: str,
     baseline: str,
     top: int,
     rounds: int,
-) -> Goal | None:
-    clean = cells.get((aspis_name, NO_ATTACK, "none", 0, rounds), [])
-    gaps = []
+) -> list[StrongPair]:
+    """(attack, subsets' rows, the baseline's rows) under the strong attack, same seeds."""
+    out = []
     for attack in ATTACKS:
         mine = cells.get((aspis_name, attack, "strong", top, rounds), [])
         theirs = cells.get((baseline, attack, "strong", top, rounds), [])
         if mine and theirs:
-            mine, theirs = paired(mine, theirs)
-            gaps.append((attack, _mean_accuracy(mine) - _mean_accuracy(theirs), mine, theirs))
-    if not gaps:
-        return None
+            out.append((attack, *paired(mine, theirs)))
+    return out
+
+
+def _strong_goal(
+    strong: Sequence[StrongPair], clean: Sequence[Row], baseline: str, top: int, rounds: int
+) -> Goal:
+    gaps = [(a, _mean_accuracy(m) - _mean_accuracy(t), m, t) for a, m, t in strong]
     # No defence beats its own unattacked accuracy (give or take noise), so an attack
     # that costs the baseline less than 10 points leaves no room for a 10-point gap.
     room = {}
@@ -707,6 +716,28 @@ def _strong_goal(
             f"r = 1 median {_by_seed(t)})"
             for a, g, m, t in gaps
         ),
+    )
+
+
+def _strongest_attack_goal(
+    strong: Sequence[StrongPair], baseline: str, top: int, rounds: int
+) -> Goal:
+    """The strong-attack goal read as ByzShield states its claim ("under the strongest attacks").
+
+    Each defence is judged under the attack that costs it most (its lowest mean
+    accuracy over the attacks both defences ran with the same seeds), not attack
+    by attack.
+    """
+    mine_attack, mine, _ = min(strong, key=lambda s: _mean_accuracy(s[1]))
+    base_attack, _, theirs = min(strong, key=lambda s: _mean_accuracy(s[2]))
+    gap = _mean_accuracy(mine) - _mean_accuracy(theirs)
+    return Goal(
+        f"subsets, strong attack, q = {top}, {rounds} rounds, each defence under the attack "
+        "that costs it most (as ByzShield states its claim, 'under the strongest attacks'): "
+        f"at least 10 points above {baseline} (mean over seeds)",
+        gap >= 0.10,
+        f"{100 * gap:+.2f}: subsets under {mine_attack} {_by_seed(mine)}; "
+        f"r = 1 median under {base_attack} {_by_seed(theirs)}",
     )
 
 

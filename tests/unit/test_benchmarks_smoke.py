@@ -120,26 +120,51 @@ def test_goals_say_when_the_weak_attack_costs_more_than_a_point() -> None:
     assert "alie q = 3: +1.50" in accuracy.detail
 
 
-def test_the_strong_goal_averages_each_cell_over_the_seeds_both_sides_ran() -> None:
-    def cell(defence: str, attack: str, seed: int, accuracy: float) -> Any:
-        return _row(
-            defence=defence, attack=attack, mode="strong", q=5, seed=seed, final_accuracy=accuracy
-        )
+def _strong(defence: str, attack: str, seed: int, accuracy: float) -> Any:
+    return _row(
+        defence=defence, attack=attack, mode="strong", q=5, seed=seed, final_accuracy=accuracy
+    )
 
+
+def test_the_strong_goal_averages_each_cell_over_the_seeds_both_sides_ran() -> None:
     base = robustness.DEFENCES[0].name
     rows = [
-        cell("subsets (Aspis)", "ipm", 1, 0.80),
-        cell("subsets (Aspis)", "ipm", 2, 0.76),
-        cell("subsets (Aspis)", "ipm", 3, 0.99),  # no r = 1 run with seed 3: left out
-        cell(base, "ipm", 1, 0.70),
-        cell(base, "ipm", 2, 0.64),
+        _strong("subsets (Aspis)", "ipm", 1, 0.80),
+        _strong("subsets (Aspis)", "ipm", 2, 0.76),
+        _strong("subsets (Aspis)", "ipm", 3, 0.99),  # no r = 1 run with seed 3: left out
+        _strong(base, "ipm", 1, 0.70),
+        _strong(base, "ipm", 2, 0.64),
     ]
-    [goal] = robustness.goals(rows)
+    goal, _ = robustness.goals(rows)
     assert goal.met and "ipm +11.00" in goal.detail
-    rows.append(cell(base, "alie", 1, 0.75))
-    rows.append(cell("subsets (Aspis)", "alie", 1, 0.80))
-    [goal] = robustness.goals(rows)
+    rows.append(_strong(base, "alie", 1, 0.75))
+    rows.append(_strong("subsets (Aspis)", "alie", 1, 0.80))
+    goal, _ = robustness.goals(rows)
     assert not goal.met and "alie +5.00" in goal.detail
+
+
+def test_the_strongest_attack_reading_compares_each_defence_under_its_worst_attack() -> None:
+    base = robustness.DEFENCES[0].name
+    rows = [
+        _strong("subsets (Aspis)", "constant", 1, 0.74),
+        _strong("subsets (Aspis)", "reversed_gradient", 1, 0.82),
+        _strong(base, "constant", 1, 0.37),
+        _strong(base, "reversed_gradient", 1, 0.78),  # 4 points: the per-attack reading fails
+    ]
+    per_attack, strongest = robustness.goals(rows)
+    assert not per_attack.met
+    assert strongest.met and "costs it most" in strongest.text
+    assert strongest.detail.startswith("+37.00: subsets under constant 74.00 (seed 1)")
+    assert "r = 1 median under constant 37.00 (seed 1)" in strongest.detail
+    # Each side's own worst attack, even when the two differ.
+    rows += [_strong("subsets (Aspis)", "alie", 1, 0.70), _strong(base, "alie", 1, 0.65)]
+    _, strongest = robustness.goals(rows)
+    assert strongest.met
+    assert strongest.detail.startswith("+33.00: subsets under alie 70.00 (seed 1); r = 1 median")
+    assert "r = 1 median under constant 37.00" in strongest.detail
+    close = [_strong("subsets (Aspis)", "constant", 1, 0.74), _strong(base, "constant", 1, 0.70)]
+    _, strongest = robustness.goals(close)
+    assert not strongest.met and strongest.detail.startswith("+4.00")
 
 
 def test_the_strong_goal_is_checked_at_each_length_the_strong_cells_ran_with() -> None:
