@@ -728,8 +728,12 @@ def _strongest_attack_goal(
     accuracy over the attacks both defences ran with the same seeds), not attack
     by attack.
     """
-    mine_attack, mine, _ = min(strong, key=lambda s: _mean_accuracy(s[1]))
-    base_attack, _, theirs = min(strong, key=lambda s: _mean_accuracy(s[2]))
+
+    def lowest(accuracy: float) -> float:  # a failed run is the worst outcome, never skipped
+        return -math.inf if math.isnan(accuracy) else accuracy
+
+    mine_attack, mine, _ = min(strong, key=lambda s: lowest(_mean_accuracy(s[1])))
+    base_attack, _, theirs = min(strong, key=lambda s: lowest(_mean_accuracy(s[2])))
     gap = _mean_accuracy(mine) - _mean_accuracy(theirs)
     return Goal(
         f"subsets, strong attack, q = {top}, {rounds} rounds, each defence under the attack "

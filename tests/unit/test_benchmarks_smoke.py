@@ -165,6 +165,12 @@ def test_the_strongest_attack_reading_compares_each_defence_under_its_worst_atta
     close = [_strong("subsets (Aspis)", "constant", 1, 0.74), _strong(base, "constant", 1, 0.70)]
     _, strongest = robustness.goals(close)
     assert not strongest.met and strongest.detail.startswith("+4.00")
+    # A failed run counts as the worst outcome, not as a missing one.
+    close.append(_strong("subsets (Aspis)", "ipm", 1, 0.90))
+    close.append(_strong(base, "ipm", 1, 0.10))
+    close[0] = _row(**{**dataclasses.asdict(close[0]), "final_accuracy": None})
+    _, strongest = robustness.goals(close)
+    assert not strongest.met and "subsets under constant failed (seed 1)" in strongest.detail
 
 
 def test_the_strong_goal_is_checked_at_each_length_the_strong_cells_ran_with() -> None:
