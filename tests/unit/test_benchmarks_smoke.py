@@ -168,7 +168,7 @@ def test_the_strongest_attack_reading_compares_each_defence_under_its_worst_atta
     # A failed run counts as the worst outcome, not as a missing one.
     close.append(_strong("subsets (Aspis)", "ipm", 1, 0.90))
     close.append(_strong(base, "ipm", 1, 0.10))
-    close[0] = _row(**{**dataclasses.asdict(close[0]), "final_accuracy": None})
+    close[0] = dataclasses.replace(close[0], final_accuracy=None)
     _, strongest = robustness.goals(close)
     assert not strongest.met and "subsets under constant failed (seed 1)" in strongest.detail
 
