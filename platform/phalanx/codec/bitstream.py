@@ -3,13 +3,13 @@
 All integers are little-endian; ``varint`` is unsigned LEB128 (at most 5
 bytes here), ``zigzag`` maps signed to unsigned (``0, -1, 1, -2 ...``)::
 
-    header   magic "PHXC" (4) | version u8 (1 or 2) | flags u8 = 0
+    header   magic "PHXC" (4) | version u8 = 3 | flags u8 = 0
              | model fingerprint (4) | history fingerprint (8) | layer count varint
     layer    ndim u8 | dims varint x ndim
              | tag u8: bits 0-1 predictor, bits 2-3 quantizer, bit 4 gain present
              | gain f32                                   if bit 4
              | table                                      unless censored
-             | rank varint | table | table                low-rank (version 2)
+             | rank varint | table | table                low-rank
     table    step f32 | sym_min zigzag | alphabet varint
              | frequencies varint x alphabet               if alphabet >= 2
     payload  word count varint | words u32 x count, ending exactly at the end
@@ -19,11 +19,15 @@ has one table for each of its two factors, left (``rank x rows``) then right
 (``rank x columns``), in place of the layer's own. A table whose alphabet has
 one symbol has no frequencies and no coded bits. The words are one ANS stream
 holding, in layer order, every table with two or more symbols, each coded in
-groups of ``g`` symbols (see :mod:`phalanx.codec.entropy`).
+groups of ``g`` symbols (see :mod:`phalanx.codec.entropy`) as one stream, or as
+a core and a tail stream when its frequencies make that faster to decode (see
+:mod:`phalanx.codec.escape`; nothing in the table says which: both sides derive
+it from the frequencies).
 
-Version 2 adds the low-rank quantizer; a payload is written as version 1
-unless one of its layers is low-rank, so a version 1 decoder reads every
-payload that does not use it.
+Version 3 codes skewed tables in two streams; versions 1 and 2 (one stream per
+table, version 2 with the low-rank quantizer) are no longer read. Every party
+of a run runs the same code (Flower ships the app to every node), so payloads
+never cross versions.
 
 The decoder checks every field against the expected model before it allocates
 anything sized by the stream (a low-rank layer's factors are never larger than
@@ -47,13 +51,12 @@ from .predictors import Predictor
 from .quantizers import MAX_SYMBOL, Quantizer
 
 MAGIC = b"PHXC"
-VERSION = 2
-"""The newest version this module writes and reads."""
-VERSIONS = (1, 2)
-LOW_RANK_VERSION = 2
-"""First version with the low-rank quantizer."""
+VERSION = 3
+"""The version this module writes and reads."""
 MAX_FREQUENCY = (1 << 32) - 1
 MAX_VARINT_BYTES = 5
+_FEW = 64
+"""Up to this many varints, a Python loop beats the vectorised code's fixed cost."""
 
 _TAG_PREDICTOR = 0b11
 _TAG_QUANTIZER_SHIFT = 2
@@ -168,12 +171,14 @@ def unzigzag(value: int) -> int:
 
 
 def encode_varints(values: IntArray) -> bytes:
-    """Unsigned LEB128 of every entry of ``values`` (each ``< 2**35``), vectorised."""
+    """Unsigned LEB128 of every entry of ``values`` (each ``< 2**35``); vectorised unless few."""
     v = np.asarray(values, dtype=np.uint64)
     if v.size == 0:
         return b""
     if int(v.max()) >= 1 << (7 * MAX_VARINT_BYTES):
         raise ValueError("varint out of range")
+    if v.size <= _FEW:
+        return b"".join(encode_varint(int(x)) for x in v.tolist())
     lengths = np.ones(v.size, dtype=np.int64)
     for k in range(1, MAX_VARINT_BYTES):
         lengths += (v >> np.uint64(7 * k)) > 0
@@ -228,9 +233,11 @@ class Reader:
         raise CodecError(f"{what}: varint longer than {MAX_VARINT_BYTES} bytes")
 
     def varints(self, count: int, what: str) -> IntArray:
-        """``count`` unsigned LEB128 integers, decoded without a Python loop."""
+        """``count`` unsigned LEB128 integers; vectorised unless there are only a few."""
         if count > self.remaining:
             raise CodecError(f"truncated: {count} {what} need at least {count} bytes")
+        if count <= _FEW:
+            return np.array([self.varint(what) for _ in range(count)], dtype=np.int64)
         window = self.view[self.pos : self.pos + count * MAX_VARINT_BYTES]
         ends = np.flatnonzero(window < 0x80)[:count]
         if ends.size < count:
@@ -279,10 +286,9 @@ def write_bitstream(
     side_bytes : int
         Bytes before the first ANS word: header, layer table, word count.
     """
-    version = LOW_RANK_VERSION if any(r.quantizer is Quantizer.LOWRANK for r in records) else 1
     parts = [
         MAGIC,
-        bytes([version, 0]),
+        bytes([VERSION, 0]),
         header.model_fingerprint,
         header.history_fingerprint,
         encode_varint(len(records)),
@@ -380,9 +386,7 @@ def _read_low_rank(
     return rank, (left, right)
 
 
-def _read_record(
-    reader: Reader, shape: tuple[int, ...], size: int, name: str, version: int
-) -> LayerRecord:
+def _read_record(reader: Reader, shape: tuple[int, ...], size: int, name: str) -> LayerRecord:
     ndim = reader.u8(f"{name}: ndim")
     if ndim != len(shape):
         raise CodecError(
@@ -396,8 +400,6 @@ def _read_record(
         raise CodecError(f"layer {name!r}: reserved tag bits set ({tag:#04x})")
     predictor = Predictor(tag & _TAG_PREDICTOR)
     quantizer = Quantizer((tag >> _TAG_QUANTIZER_SHIFT) & 0b11)  # two bits, four quantizers
-    if quantizer is Quantizer.LOWRANK and version < LOW_RANK_VERSION:
-        raise CodecError(f"layer {name!r}: the low-rank quantizer needs bitstream version 2")
     gain = 1.0
     if tag & _TAG_GAIN:
         if predictor is Predictor.ZERO:
@@ -444,10 +446,9 @@ def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[Layer
     if reader.take(4, "magic") != MAGIC:
         raise CodecError("not a Phalanx codec payload (bad magic)")
     version = reader.u8("version")
-    if version not in VERSIONS:
+    if version != VERSION:
         raise CodecError(
-            f"bitstream version {version} is not supported (this decoder reads "
-            f"{', '.join(map(str, VERSIONS))})"
+            f"bitstream version {version} is not supported (this decoder reads {VERSION})"
         )
     if reader.u8("flags") != 0:
         raise CodecError("unknown flags set")
@@ -458,7 +459,7 @@ def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[Layer
     if count != len(layout):
         raise CodecError(f"payload has {count} layers, the model has {len(layout)}")
     records = [
-        _read_record(reader, shape, size, name, version)
+        _read_record(reader, shape, size, name)
         for name, shape, size in zip(layout.names, layout.shapes, layout.sizes, strict=True)
     ]
     num_words = reader.varint("word count")

@@ -3,10 +3,10 @@
 Per layer the encoder (1) censors the layer if a prediction already explains
 it, else (2) picks the (predictor, quantizer) pair by rate-distortion cost,
 (3) quantizes the full residual, (4) counts its symbols for the layer's
-frequency table; then it entropy-codes all layers into one ANS stream and
-writes the bitstream. With ``low_rank`` on, a 2-D layer's residual is also
-factored (:mod:`phalanx.codec.lowrank`) and sent as two quantized factors
-when that costs less.
+frequency table; then it entropy-codes all layers into one ANS stream
+(:mod:`phalanx.codec.coder`) and writes the bitstream. With ``low_rank`` on,
+a 2-D layer's residual is also factored (:mod:`phalanx.codec.lowrank`) and
+sent as two quantized factors when that costs less.
 
 Encoder and decoder compute the reconstruction with the same function from the
 same ``float32`` inputs (symbols, step, gain, prediction), so the coordinator's
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -33,16 +33,14 @@ from .bitstream import (
     read_bitstream,
     write_bitstream,
 )
+from .coder import Stream, decode_symbols, encode_symbols, table_streams
 from .config import CodecConfig
 from .entropy import (
     IntArray,
     SymbolArray,
-    decode_symbols,
-    encode_symbols,
     entropy_bits,
     group_counts,
     group_symbols,
-    group_values,
     pad_symbol,
     quantize_frequencies,
 )
@@ -210,18 +208,10 @@ class EncodedUpdate:
 
 
 @dataclass(frozen=True)
-class _Stream:
-    """One table's symbols for the ANS coder, in the order the decoder pops them."""
-
-    packed: SymbolArray
-    frequencies: IntArray
-    size: int
-
-
-@dataclass(frozen=True)
 class _Coded:
     record: LayerRecord
-    streams: tuple[_Stream, ...]
+    streams: tuple[tuple[Stream, ...], ...]
+    """Per coded table, its streams for the ANS coder."""
     counts: tuple[IntArray, ...]
     multiplier: float
     estimated_rate: float
@@ -414,15 +404,16 @@ def _quantize(
             # A sign (or zero) never occurs: code the narrower alphabet.
             packed, counts = _pack(symbols, first - 1, last - first + 1)
         sym_min = first - 1
+    frequencies = quantize_frequencies(counts)
+    streams = _streams((symbols, sym_min, frequencies, packed))
     dequantize_into(symbols, step, out)
     add_prediction(out, prediction, choice.gain, scratch=symbols)
-    frequencies = quantize_frequencies(counts)
     record = LayerRecord(
         choice.predictor, choice.quantizer, float(choice.gain), float(step), sym_min, frequencies
     )
     return _Coded(
         record,
-        _streams((packed, frequencies, full.size)),
+        streams,
         (counts,),
         choice.multiplier * float(step) / float(choice.scale),
         choice.rate,
@@ -430,9 +421,11 @@ def _quantize(
     )
 
 
-def _streams(*tables: tuple[SymbolArray | None, IntArray, int]) -> tuple[_Stream, ...]:
+def _streams(
+    *tables: tuple[FloatArray, int, IntArray, SymbolArray | None],
+) -> tuple[tuple[Stream, ...], ...]:
     """Collect the coder's streams of a layer's tables; a one-symbol table has none."""
-    return tuple(_Stream(p, f, n) for p, f, n in tables if p is not None)
+    return tuple(table_streams(s, low, f, p) for s, low, f, p in tables if p is not None)
 
 
 def _low_rank(
@@ -466,13 +459,13 @@ def _low_rank(
         return None
     left, right = factors
     rank = left.symbols.shape[0]
-    tables, packed, counts = [], [], []
+    tables, coder_tables, counts = [], [], []
     for factor in factors:
         symbols = factor.symbols.ravel()
         low, high = int(symbols.min()), int(symbols.max())
         p, c = _pack(symbols, low, high - low + 1)
         tables.append(FactorTable(float(factor.step), low, quantize_frequencies(c)))
-        packed.append(p)
+        coder_tables.append((symbols, low, tables[-1].frequencies, p))
         counts.append(c)
     # The decoder's own check, from the same tables.
     bound = product_bound(_table_peak(tables[0]), _table_peak(tables[1]), rank)
@@ -501,12 +494,7 @@ def _low_rank(
     energy = _energy(update)
     return _Coded(
         record,
-        _streams(
-            *(
-                (p, t.frequencies, f.symbols.size)
-                for p, t, f in zip(packed, tables, factors, strict=True)
-            )
-        ),
+        _streams(*coder_tables),
         tuple(counts),
         config.low_rank_step,
         bits / update.size,
@@ -636,9 +624,7 @@ def encode_update(
         )
         for i in range(len(layout))
     ]
-    words, stream_bits = encode_symbols(
-        [(s.packed, s.frequencies, s.size) for c in coded for s in c.streams]
-    )
+    words, stream_bits = encode_symbols([s for c in coded for s in c.streams])
     header = Header(layout.fingerprint, history.fingerprint[:HISTORY_FINGERPRINT_BYTES])
     payload, side_bytes = write_bitstream(header, [c.record for c in coded], layout, words)
 
@@ -732,22 +718,18 @@ def decode_update_flat(
         raise CodecError(
             "payload was encoded against another history (a missed or extra broadcast?)"
         )
-    tables: list[tuple[IntArray, int]] = []
-    for name, shape, size, record, layer in zip(
-        layout.names, layout.shapes, layout.sizes, records, range(len(layout)), strict=True
+    out = np.empty(layout.total, dtype=np.float32)
+    tables: list[tuple[IntArray, FloatArray, FloatArray]] = []
+    factors: dict[int, tuple[FloatArray, FloatArray]] = {}
+    for name, shape, record, layer in zip(
+        layout.names, layout.shapes, records, range(len(layout)), strict=True
     ):
         _allowed(record, config, name)
         prediction_peak = history.peak(record.predictor, layer)
         if record.quantizer is Quantizer.LOWRANK:
-            rows, cols = shape
             left, right = record.factors
             peak = product_bound(_table_peak(left), _table_peak(right), record.rank)
             peak += abs(record.gain) * prediction_peak  # as the encoder checked it
-            tables.extend(
-                (t.frequencies, record.rank * n)
-                for t, n in zip(record.factors, (rows, cols), strict=True)
-                if t.alphabet >= 2
-            )
         else:
             peak = reconstruction_bound(
                 record.gain,
@@ -756,30 +738,30 @@ def decode_update_flat(
                 record.sym_min,
                 record.sym_min + max(record.alphabet, 1) - 1,
             )
-            if record.quantizer is not Quantizer.CENSORED and record.alphabet >= 2:
-                tables.append((record.frequencies, size))
         if not peak <= BOUND:
             raise CodecError(f"layer {name!r} would reconstruct to values beyond float32 range")
-    decoded = iter(decode_symbols(words, tables))
+        if record.quantizer is Quantizer.LOWRANK:
+            rows, cols = shape
+            pair = tuple(np.empty(record.rank * n, dtype=np.float32) for n in (rows, cols))
+            factors[layer] = (pair[0], pair[1])
+            for table, values in zip(record.factors, pair, strict=True):
+                _dequantize(table, values, tables)
+        elif record.quantizer is not Quantizer.CENSORED:
+            _dequantize(record, out[layout.slice(layer)], tables)
+    decode_symbols(words, tables)
 
-    out = np.empty(layout.total, dtype=np.float32)
     for layer, record in enumerate(records):
         target = out[layout.slice(layer)]
         if record.quantizer is Quantizer.CENSORED:
             target.fill(0.0)
         elif record.quantizer is Quantizer.LOWRANK:
             rows, cols = layout.shapes[layer]
-            left_values, right_values = (
-                _dequantize(table, np.empty(record.rank * n, dtype=np.float32), decoded)
-                for table, n in zip(record.factors, (rows, cols), strict=True)
-            )
+            left_values, right_values = factors[layer]
             reconstruct_into(
                 left_values.reshape(record.rank, rows),
                 right_values.reshape(record.rank, cols),
                 target,
             )
-        else:
-            _dequantize(record, target, decoded)
         add_prediction(
             target, history.layer_prediction(record.predictor, layer), np.float32(record.gain)
         )
@@ -792,29 +774,18 @@ def _table_peak(table: FactorTable) -> float:
 
 
 def _dequantize(
-    table: LayerRecord | FactorTable, out: FloatArray, decoded: Iterator[SymbolArray]
-) -> FloatArray:
-    """Write a table's dequantized symbols into ``out`` (the next decoded stream, if it has one)."""
+    table: LayerRecord | FactorTable,
+    out: FloatArray,
+    tables: list[tuple[IntArray, FloatArray, FloatArray]],
+) -> None:
+    """Fill ``out`` with a one-symbol table's value, or queue the table for the decoder."""
     values = np.arange(table.alphabet, dtype=np.float32)
     np.add(values, np.float32(table.sym_min), out=values)
     np.multiply(values, np.float32(table.step), out=values)
     if table.alphabet == 1:
         out.fill(values[0])
     else:
-        _unpack(next(decoded), values, out)
-    return out
-
-
-def _unpack(packed: SymbolArray, values: FloatArray, out: FloatArray) -> None:
-    """Write the dequantized values of packed symbols into ``out``, one table lookup per group."""
-    table = group_values(values, out.size)
-    g = table.shape[1]
-    whole = out.size // g
-    # The coder only emits symbols below A**g; "clip" skips a redundant bounds check.
-    np.take(table, packed[:whole], axis=0, out=out[: whole * g].reshape(whole, g), mode="clip")
-    rest = out.size - whole * g
-    if rest:
-        out[whole * g :] = table[packed[whole], :rest]
+        tables.append((table.frequencies, values, out))
 
 
 def decode_update(

@@ -13,22 +13,19 @@ turns each group into ``g`` dequantized values with one table lookup. The last
 group of a layer is padded with the symbol for 0 (or the smallest symbol if 0
 is out of range).
 
-All coded layers share one ANS stack: encoded last layer first, so the decoder
-pops them in layer order, and one final flush for the whole update. Encoder and
-decoder build each model from the same integers, hence the same model:
-``Categorical(product(freqs / sum(freqs)), perfect=False)``.
+Encoder and decoder build each model from the same integers, hence the same
+model: ``Categorical(product(freqs / sum(freqs)), perfect=False)``. How the
+tables of an update share one ANS stack is :mod:`phalanx.codec.coder`'s part;
+how a skewed table is split into two streams, :mod:`phalanx.codec.escape`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import constriction
 import numpy as np
 import numpy.typing as npt
-
-from .errors import CodecError
 
 FloatArray: TypeAlias = npt.NDArray[np.float32]
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -210,77 +207,31 @@ def group_values(values: FloatArray, size: int) -> FloatArray:
     alphabet = values.size
     g = group_size(alphabet, size)
     table = np.empty((alphabet**g, g), dtype=np.float32)
+    digits = table.reshape((alphabet,) * g + (g,))
     for k in range(g):
-        table[:, k] = np.tile(np.repeat(values, alphabet ** (g - 1 - k)), alphabet**k)
+        # Digit k varies along axis k of the (A, ..., A) view: broadcast, no temporaries.
+        digits[..., k] = values.reshape((1,) * k + (alphabet,) + (1,) * (g - 1 - k))
     return table
 
 
-def encode_symbols(
-    streams: Sequence[tuple[SymbolArray, IntArray, int]],
-) -> tuple[WordArray, list[int]]:
-    """ANS-encode every layer's packed symbols into one stream of 32-bit words.
+def unpack_values(packed: SymbolArray, values: FloatArray, out: FloatArray) -> None:
+    """Write the values of packed symbols into ``out``, one table lookup per group.
 
     Parameters
     ----------
-    streams : sequence of (numpy.ndarray, numpy.ndarray, int)
-        Per coded layer, in layer order: its packed symbols (``int32``), its
-        frequency table (at least two entries) and its size before packing.
-
-    Returns
-    -------
-    words : numpy.ndarray
-        The compressed ``uint32`` words, in the coder's native order.
-    bits : list of int
-        Bits each layer added to the stream, in layer order.
+    packed : numpy.ndarray
+        ``ceil(n / g)`` product-alphabet symbols over ``A = values.size``, each
+        below ``A**g`` (the coder emits no other).
+    values : numpy.ndarray
+        ``float32``, the value of each of the ``A`` symbols.
+    out : numpy.ndarray
+        ``float32``, ``n`` values; padding past ``n`` is dropped.
     """
-    coder = constriction.stream.stack.AnsCoder()
-    bits = [0] * len(streams)
-    previous = 0
-    for index in range(len(streams) - 1, -1, -1):
-        packed, frequencies, size = streams[index]
-        coder.encode_reverse(packed, group_model(frequencies, size))
-        now = int(coder.num_valid_bits())
-        bits[index] = now - previous
-        previous = now
-    return np.asarray(coder.get_compressed(), dtype=np.uint32), bits
-
-
-def decode_symbols(words: WordArray, tables: Sequence[tuple[IntArray, int]]) -> list[SymbolArray]:
-    """Decode what :func:`encode_symbols` wrote.
-
-    Parameters
-    ----------
-    words : numpy.ndarray
-        ``uint32`` words.
-    tables : sequence of (numpy.ndarray, int)
-        Per coded layer: its frequency table (at least two entries) and its
-        number of symbols before packing.
-
-    Returns
-    -------
-    list of numpy.ndarray
-        Packed symbols per layer.
-
-    Raises
-    ------
-    CodecError
-        If the coder rejects the words, or words remain after the last layer.
-        (A stream that runs dry early cannot be told apart: ANS decodes its
-        missing symbols as the most likely ones. The word count in the header
-        still catches every truncated payload.)
-    """
-    try:
-        coder = constriction.stream.stack.AnsCoder(words)
-        out: list[SymbolArray] = []
-        for frequencies, size in tables:
-            groups = -(-size // group_size(len(frequencies), size))
-            decoded = coder.decode(group_model(frequencies, size), groups)
-            out.append(np.asarray(decoded, dtype=np.int32))
-        exhausted = bool(coder.is_empty())
-    except (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError):
-        raise
-    except BaseException as exc:  # constriction raises ValueError; a Rust panic is a BaseException
-        raise CodecError(f"entropy decoder rejected the payload: {exc}") from exc
-    if not exhausted:
-        raise CodecError("payload does not end where the last layer's symbols end")
-    return out
+    table = group_values(values, out.size)
+    g = table.shape[1]
+    whole = out.size // g
+    # "clip" skips a bounds check the coder's output makes redundant.
+    np.take(table, packed[:whole], axis=0, out=out[: whole * g].reshape(whole, g), mode="clip")
+    rest = out.size - whole * g
+    if rest:
+        out[whole * g :] = table[packed[whole], :rest]

@@ -46,3 +46,21 @@ def correlated_rounds(
         current = (rho * current + np.sqrt(1 - rho**2) * fresh).astype(np.float32)
         out.append(current)
     return out
+
+
+def skewed_symbols(seed: int, n: int, low: int, alphabet: int) -> np.ndarray:
+    """``n`` float32 symbols from ``low .. low + alphabet - 1``, every one of a random, skewed law.
+
+    The first and last symbols are the extremes, so the whole alphabet is used.
+    """
+    rng = np.random.default_rng(seed)
+    weights = rng.random(alphabet) ** 3 + 1e-3
+    draws = rng.choice(alphabet, size=n, p=weights / weights.sum())
+    draws[0], draws[-1] = 0, alphabet - 1
+    return (draws + low).astype(np.float32)
+
+
+def peaked_symbols(seed: int, n: int, scale: float) -> np.ndarray:
+    """Rounded Laplace draws: most symbols 0, a tail on both sides, as quantized updates are."""
+    rng = np.random.default_rng(seed)
+    return np.rint(rng.laplace(0.0, scale, n)).astype(np.float32)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phalanx.codec import CodecError, Predictor, Quantizer
+from phalanx.codec import VERSION, CodecError, Predictor, Quantizer
 from phalanx.codec.bitstream import (
     MAGIC,
     Header,
@@ -116,6 +116,15 @@ def test_header_and_shape_fields_are_checked_against_the_model(layout, offset, v
     payload = bytearray(_payload(layout)[0])
     payload[offset] = value if payload[offset] != value else value + 1
     with pytest.raises(CodecError, match=message):
+        read_bitstream(bytes(payload), layout)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_payloads_are_written_as_version_3_and_earlier_versions_are_refused(layout, version):
+    payload = bytearray(_payload(layout)[0])
+    assert payload[4] == VERSION == 3
+    payload[4] = version
+    with pytest.raises(CodecError, match=f"version {version} is not supported"):
         read_bitstream(bytes(payload), layout)
 
 

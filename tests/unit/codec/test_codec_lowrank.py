@@ -198,7 +198,6 @@ def test_a_nearly_low_rank_layer_is_sent_as_factors_and_decodes_bit_for_bit(layo
     stats = encoded.stats.layers[FC]
     assert stats.quantizer is Quantizer.LOWRANK and 1 <= stats.rank <= CONFIG.low_rank
     assert stats.estimated_distortion < 0.05
-    assert encoded.payload[4] == 2  # the low-rank quantizer needs version 2
     history = DeltaHistory.from_config(layout, CONFIG)
     decoded = decode_update_flat(
         encoded.payload, layers_spec=layout, history=history, config=CONFIG
@@ -219,12 +218,6 @@ def test_factors_cost_far_fewer_bits_than_the_layer_sent_plainly(layout):
 def test_replicas_of_a_file_send_identical_low_rank_payloads(layout):
     update = gradient_with_low_rank_fc(layout, 8)
     assert _encode(update, layout).payload == _encode(update.copy(), layout).payload
-
-
-def test_without_low_rank_layers_the_payload_stays_version_1(layout):
-    encoded = _encode(gradient_like(layout, 9), layout, CodecConfig(rd_sample_size=256))
-    assert encoded.payload[4] == 1
-    assert all(s.rank == 0 for s in encoded.stats.layers)
 
 
 def test_a_full_rank_layer_keeps_the_other_quantizers(layout):
@@ -289,15 +282,6 @@ def test_a_low_rank_record_round_trips_through_the_layer_table(layout):
         (0.5, -1, [1, 2, 1]),
         (2.0, -1, [1, 2, 1]),
     ]
-
-
-def test_a_low_rank_layer_in_a_version_1_payload_is_refused(layout):
-    record = LayerRecord(Predictor.ZERO, Quantizer.LOWRANK, rank=2, factors=(_table(), _table()))
-    data = bytearray(_written(layout, _records(layout, record)))
-    assert data[4] == 2
-    data[4] = 1
-    with pytest.raises(CodecError, match="version 2"):
-        read_bitstream(bytes(data), layout)
 
 
 @pytest.mark.parametrize("rank", [0, 10, 1 << 20])
