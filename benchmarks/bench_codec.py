@@ -15,9 +15,11 @@ OpenMP limited to one thread; the codec itself is single-threaded NumPy and
 
 - encode and decode throughput in MB/s of ``float32`` input, with zstd level 3
   compressing and decompressing the same raw ``float32`` bytes in the same run,
-  and the ratios codec / zstd. Times are the best of ``--repeats`` runs, in
+  and the ratios codec / zstd. Times are the best of ``--repeats`` rounds, in
   CPU time of this process (robust to other processes sharing the machine);
-  wall-clock times are reported beside them;
+  wall-clock times are reported beside them. Each round runs zstd and the
+  codec (warm and empty history, encode and decode) once each, in turn, so
+  every measurement sees the machine's quiet and busy moments alike;
 - bytes sent (every byte of the payload) against the raw size and zstd's;
 - the coder's overhead: bits the ANS coder spent against the empirical entropy
   of the symbols it coded, and the whole payload (headers and tables too)
@@ -103,26 +105,34 @@ def warm_history(config: CodecConfig, gradients: list[np.ndarray]) -> DeltaHisto
     return coordinator.history
 
 
-def best_time(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
-    """Best CPU time and best wall time of ``repeats`` calls (after one warm-up), seconds."""
-    fn()
-    cpu, wall = float("inf"), float("inf")
-    for _ in range(repeats):
-        c0, w0 = time.process_time(), time.perf_counter()
+Calls = dict[str, Callable[[], object]]
+Times = dict[str, tuple[float, float]]
+
+
+def best_times(calls: Calls, repeats: int) -> Times:
+    """Best CPU time and best wall time of each call, in seconds, over ``repeats`` rounds.
+
+    Each call runs once to warm up, then every round runs each call once, in
+    turn: a burst of load from other processes hits all of them alike.
+    """
+    for fn in calls.values():
         fn()
-        cpu = min(cpu, time.process_time() - c0)
-        wall = min(wall, time.perf_counter() - w0)
-    return cpu, wall
+    best = dict.fromkeys(calls, (float("inf"), float("inf")))
+    for _ in range(repeats):
+        for name, fn in calls.items():
+            c0, w0 = time.process_time(), time.perf_counter()
+            fn()
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            best[name] = (min(best[name][0], cpu), min(best[name][1], wall))
+    return best
 
 
 def mbps(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / 1e6
 
 
-def measure(
-    update: np.ndarray, history: DeltaHistory, config: CodecConfig, repeats: int
-) -> dict[str, Any]:
-    """Encode and decode ``update``; times, sizes and the quality of the reconstruction."""
+def codec_calls(update: np.ndarray, history: DeltaHistory, config: CodecConfig) -> Calls:
+    """``encode`` and ``decode`` of ``update``, ready to time."""
     layout = layer_layout(SPEC)
 
     def encode() -> Any:
@@ -130,16 +140,24 @@ def measure(
             update, layers_spec=layout, history=history, config=config, seed_context=SEED_CONTEXT
         )
 
-    encoded = encode()
-    payload = encoded.payload
+    payload = encode().payload
 
     def decode() -> np.ndarray:
         return decode_update_flat(payload, layers_spec=layout, history=history, config=config)
 
-    decoded = decode()
+    return {"encode": encode, "decode": decode}
+
+
+def measure(
+    update: np.ndarray, history: DeltaHistory, config: CodecConfig, times: Times
+) -> dict[str, Any]:
+    """Sizes and the quality of the reconstruction of ``update``, with its ``times``."""
+    calls = codec_calls(update, history, config)
+    encoded = calls["encode"]()
+    decoded = calls["decode"]()
+    assert isinstance(decoded, np.ndarray)
     identical = bool(np.array_equal(decoded.view(np.uint32), encoded.flat.view(np.uint32)))
-    enc_cpu, enc_wall = best_time(encode, repeats)
-    dec_cpu, dec_wall = best_time(decode, repeats)
+    (enc_cpu, enc_wall), (dec_cpu, dec_wall) = times["encode"], times["decode"]
     raw = update.nbytes
     stats = encoded.stats
     error = update.astype(np.float64) - decoded
@@ -190,14 +208,23 @@ def measure(
     }
 
 
-def measure_zstd(update: np.ndarray, repeats: int) -> dict[str, Any]:
+def zstd_calls(update: np.ndarray) -> Calls:
+    """zstd level 3 compressing and decompressing the raw ``float32`` bytes, ready to time."""
     raw = update.tobytes()
     compressor = zstandard.ZstdCompressor(level=3)
     decompressor = zstandard.ZstdDecompressor()
     compressed = compressor.compress(raw)
     assert decompressor.decompress(compressed) == raw
-    enc_cpu, enc_wall = best_time(lambda: compressor.compress(raw), repeats)
-    dec_cpu, dec_wall = best_time(lambda: decompressor.decompress(compressed), repeats)
+    return {
+        "encode": lambda: compressor.compress(raw),
+        "decode": lambda: decompressor.decompress(compressed),
+    }
+
+
+def measure_zstd(update: np.ndarray, times: Times) -> dict[str, Any]:
+    raw = update.tobytes()
+    compressed = zstandard.ZstdCompressor(level=3).compress(raw)
+    (enc_cpu, enc_wall), (dec_cpu, dec_wall) = times["encode"], times["decode"]
     return {
         "bytes": len(compressed),
         "percent_of_raw": 100.0 * len(compressed) / len(raw),
@@ -239,7 +266,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"a CNN for 28x28 images; synthetic heavy-tailed gradients, AR(1) in time "
         f"(rho {RHO}); history of {ROUNDS} compressed broadcasts. One core: "
         "`torch.set_num_threads(1)`, BLAS/OpenMP at one thread; times are the best of "
-        f"{result['repeats']} runs in process CPU time (wall time beside). zstd level 3 runs "
+        f"{result['repeats']} rounds in process CPU time (wall time beside), each round "
+        "running zstd and the codec's four measurements once, in turn. zstd level 3 runs "
         "on the raw float32 bytes in the same process. "
         + (
             "`CodecConfig(unbiased=True)` (stochastic rounding, `--unbiased`) "
@@ -358,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    repeats = args.repeats or (5 if args.quick else 15)
+    repeats = args.repeats or (5 if args.quick else 30)
     lambdas = (0.03, 0.1, 0.3) if args.quick else (0.01, 0.03, 0.1, 0.3, 1.0)
 
     gradients, update = trajectory(seed=1)
@@ -391,13 +419,32 @@ def main(argv: list[str] | None = None) -> int:
             "rd_sample_size": config.rd_sample_size,
         },
     }
-    result["zstd"] = measure_zstd(update, repeats)
-    result["codec"] = measure(update, history, config, repeats)
-    result["codec_cold"] = measure(update, cold_history, config, repeats)
+    cases = {
+        "zstd": zstd_calls(update),
+        "codec": codec_calls(update, history, config),
+        "codec_cold": codec_calls(update, cold_history, config),
+    }
+    times = best_times(
+        {f"{case} {op}": fn for case, calls in cases.items() for op, fn in calls.items()},
+        repeats,
+    )
+
+    def times_of(case: str) -> Times:
+        return {op: times[f"{case} {op}"] for op in ("encode", "decode")}
+
+    result["zstd"] = measure_zstd(update, times_of("zstd"))
+    result["codec"] = measure(update, history, config, times_of("codec"))
+    result["codec_cold"] = measure(update, cold_history, config, times_of("codec_cold"))
     result["sweep"] = []
     for rd_lambda in lambdas:
         swept = replace(config, rd_lambda=rd_lambda)
-        row = measure(update, warm_history(swept, gradients), swept, max(3, repeats // 3))
+        swept_history = warm_history(swept, gradients)
+        row = measure(
+            update,
+            swept_history,
+            swept,
+            best_times(codec_calls(update, swept_history, swept), max(3, repeats // 3)),
+        )
         row.pop("layers")
         result["sweep"].append(row)
     result["replicas_agree"] = replicas_agree(update, gradients, config)

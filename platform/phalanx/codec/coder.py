@@ -28,6 +28,9 @@ from .entropy import (
 from .errors import CodecError
 from .escape import plan_escape, split_frequencies, split_symbols
 
+_CHUNK = 1 << 16
+"""Coordinates whose escapes are filled at a time."""
+
 Stream: TypeAlias = tuple[SymbolArray, IntArray, int]
 """Packed symbols, the frequency table they are coded with, and their count before packing."""
 
@@ -145,10 +148,17 @@ def _decode_table(coder: Any, frequencies: IntArray, values: FloatArray, out: Fl
     # The escape decodes to NaN, which no finite symbol value is, and marks where the tail goes.
     core_values = np.concatenate(([np.float32(np.nan)], values[escape.start : end]))
     unpack_values(_pop(coder, core_frequencies, size), core_values, out)
-    where = np.flatnonzero(np.isnan(out))
-    if where.size == 0:
+    escaped = np.isnan(out)
+    count = int(np.count_nonzero(escaped))
+    if count == 0:
         return
-    tail_values = np.concatenate((values[: escape.start], values[end:]))
-    tail = np.empty(where.size, dtype=np.float32)
-    unpack_values(_pop(coder, tail_frequencies, where.size), tail_values, tail)
-    out[where] = tail
+    tail = np.empty(count, dtype=np.float32)
+    unpack_values(
+        _pop(coder, tail_frequencies, count), np.delete(values, np.s_[escape.start : end]), tail
+    )
+    # Chunks keep the index arrays small whatever the payload makes escape.
+    filled = 0
+    for first in range(0, size, _CHUNK):
+        where = np.flatnonzero(escaped[first : first + _CHUNK])
+        out[first : first + _CHUNK][where] = tail[filled : filled + where.size]
+        filled += where.size

@@ -90,6 +90,13 @@ def group_symbols(symbols: FloatArray, sym_min: int, alphabet: int) -> SymbolArr
         if sym_min:
             np.subtract(shifted, np.int32(sym_min), out=shifted)
         return shifted
+    if alphabet == 2 and g == 8:
+        # Eight binary digits, most significant first, are a byte: packbits is Horner here.
+        bits = np.packbits(symbols != np.float32(sym_min)).astype(np.int32)
+        rest = n % 8
+        if rest and pad_symbol(sym_min, alphabet):
+            bits[-1] |= (1 << (8 - rest)) - 1
+        return bits
     whole = n // g
     groups = -(-n // g)
     packed = np.empty(groups, dtype=np.float32)

@@ -151,6 +151,13 @@ def split_symbols(
     """
     # Branch-free throughout: which symbols escape is as good as random, and
     # masked copies and boolean indexing mispredict on nearly every element.
+    if escape.width == 1:  # the usual case, in two passes fewer
+        centre = np.float32(sym_min + escape.start)
+        outside = np.flatnonzero(symbols != centre)
+        tail = symbols.take(outside)
+        np.subtract(tail, np.float32(sym_min), out=tail)
+        tail -= tail >= escape.start
+        return (symbols == centre).astype(np.float32), tail
     width = np.float32(escape.width)
     core = np.subtract(symbols, np.float32(sym_min + escape.start - 1), dtype=np.float32)
     outside = np.flatnonzero((core < 1) | (core > width))

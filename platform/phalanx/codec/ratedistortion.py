@@ -226,7 +226,9 @@ def candidates(
     if fit_gains:
         energy = _row_dots(stacked, stacked)
         cross = np.einsum("ps,s->p", stacked, update, dtype=np.float64)
-        fitted = np.clip(cross / np.where(energy > 0, energy, 1.0), -MAX_GAIN, MAX_GAIN)
+        fitted = np.minimum(
+            np.maximum(cross / np.where(energy > 0, energy, 1.0), -MAX_GAIN), MAX_GAIN
+        )
         gains = np.where(energy > 0, fitted, 1.0).astype(np.float32)
     residuals = np.multiply(stacked, gains[:, None], out=stacked)
     np.subtract(update[None, :], residuals, out=residuals)
@@ -234,19 +236,20 @@ def candidates(
 
 
 def _entropy_rows(
-    shifted: npt.NDArray[np.int64],
+    index: npt.NDArray[np.int64],
     alphabets: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
     count: int,
     fractions: FloatArray | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per-row entropy (bits per symbol) and estimated frequency-table bytes.
 
-    With ``fractions``, a coordinate is symbol ``shifted + 1`` with that
-    probability and ``shifted`` otherwise (stochastic rounding): the histogram
-    is the expected one.
+    ``index`` holds every row's symbols, shifted to ``0 .. alphabet - 1`` and
+    offset by the row's ``offsets`` (the alphabets before it), flattened. With
+    ``fractions``, a coordinate is symbol ``index + 1`` with that probability
+    and ``index`` otherwise (stochastic rounding): the histogram is the
+    expected one.
     """
-    offsets = np.cumsum(alphabets) - alphabets
-    index = (shifted + offsets[:, None]).ravel()
     total = int(alphabets.sum())
     h: npt.NDArray[np.float64]
     if fractions is None:
@@ -268,7 +271,11 @@ def _rms(values: FloatArray) -> npt.NDArray[np.float64]:
 
 
 def score_uniform(
-    values: FloatArray, multipliers: Sequence[float], *, stochastic: bool = False
+    values: FloatArray,
+    multipliers: Sequence[float],
+    *,
+    stochastic: bool = False,
+    rms: npt.NDArray[np.float64] | None = None,
 ) -> UniformScores:
     """Score uniform quantizers at several steps on several residual samples at once.
 
@@ -284,6 +291,8 @@ def score_uniform(
         part of ``r / step``, a coordinate's expected squared error is
         ``step**2 * f * (1 - f)`` and it becomes ``floor(r / step) + 1`` with
         probability ``f``.
+    rms : numpy.ndarray, optional
+        Each row's RMS, if the caller has it already.
 
     Returns
     -------
@@ -293,7 +302,8 @@ def score_uniform(
         infinite distortion.
     """
     rows, count = values.shape
-    steps = (_rms(values)[:, None] * np.asarray(multipliers, dtype=np.float64)).astype(np.float32)
+    rms = _rms(values) if rms is None else rms
+    steps = (rms[:, None] * np.asarray(multipliers, dtype=np.float64)).astype(np.float32)
     usable = steps > 0
     safe = np.where(usable, steps, np.float32(1.0))
     symbols = np.divide(values[:, None, :], safe[:, :, None], dtype=np.float32)
@@ -315,14 +325,17 @@ def score_uniform(
     alphabets = (high - low).astype(np.int64) + 1
     usable &= alphabets <= MAX_ALPHABET
     alphabets[~usable] = 1
-    shifted = (symbols - low[:, :, None]).astype(np.int64)
-    shifted[~usable] = 0
+    offsets = (np.cumsum(alphabets) - alphabets.ravel()).reshape(alphabets.shape)  # row-major
+    # One pass: shift each row to 0 .. alphabet - 1 and offset it (exact: all below 2**24).
+    index = np.empty(symbols.shape, dtype=np.int64)
+    np.subtract(symbols, (low - offsets)[:, :, None], out=index, casting="unsafe")
+    index[~usable] = offsets[~usable][:, None]
     flat_alphabets = alphabets.reshape(-1)
     if fractions is not None:
         fractions[~usable] = 0.0
         fractions = fractions.reshape(flat_alphabets.size, count)
     entropy, table_bytes = _entropy_rows(
-        shifted.reshape(flat_alphabets.size, count), flat_alphabets, count, fractions
+        index.reshape(-1), flat_alphabets, offsets.reshape(-1), count, fractions
     )
     distortion[~usable] = np.inf
     shape = (rows, len(multipliers))
@@ -331,7 +344,12 @@ def score_uniform(
     )
 
 
-def score_ternary(values: FloatArray, *, clip: float | None = TERNARY_CLIP) -> TernaryScores:
+def score_ternary(
+    values: FloatArray,
+    *,
+    clip: float | None = TERNARY_CLIP,
+    rms: npt.NDArray[np.float64] | None = None,
+) -> TernaryScores:
     """Score ternary stochastic rounding on several residual samples, in expectation.
 
     With ``a = min(|r|, s)``, a coordinate's expected squared error is
@@ -345,11 +363,15 @@ def score_ternary(values: FloatArray, *, clip: float | None = TERNARY_CLIP) -> T
     clip : float or None
         The scale ``s`` is ``min(max|r|, clip * rms)``; ``None`` makes it
         ``max|r|``, so nothing is clipped and the quantizer is unbiased.
+    rms : numpy.ndarray, optional
+        Each row's RMS, if the caller has it already.
     """
     count = values.shape[1]
     magnitude = np.abs(values)
     peak = magnitude.max(axis=1, initial=0.0).astype(np.float64)
-    scales = (peak if clip is None else np.minimum(peak, clip * _rms(values))).astype(np.float32)
+    if clip is not None:
+        peak = np.minimum(peak, clip * (_rms(values) if rms is None else rms))
+    scales = peak.astype(np.float32)
     safe = np.where(scales > 0, scales, np.float32(1.0))
     clipped = np.minimum(magnitude, safe[:, None])
     beyond = np.subtract(magnitude, clipped)
@@ -359,7 +381,9 @@ def score_ternary(values: FloatArray, *, clip: float | None = TERNARY_CLIP) -> T
     probability = np.divide(clipped, safe[:, None], out=clipped)
     positive = np.einsum("ps,ps->p", probability, values > 0, dtype=np.float64) / count
     negative = np.einsum("ps,ps->p", probability, values < 0, dtype=np.float64) / count
-    masses = np.stack([negative, np.maximum(1.0 - positive - negative, 0.0), positive], axis=1)
+    masses = np.empty((values.shape[0], 3))
+    masses[:, 0], masses[:, 2] = negative, positive
+    np.maximum(1.0 - positive - negative, 0.0, out=masses[:, 1])
     logs = np.log2(masses, where=masses > 0, out=np.zeros_like(masses))
     entropy = -(masses * logs).sum(axis=1)
     distortion[scales <= 0] = np.inf
@@ -423,32 +447,24 @@ def choose(
             for p, g in zip(candidates.predictors, candidates.gains, strict=True)
         ]
     )
-    # One row per (predictor, quantizer option): kind, scale, multiplier, sse, bits.
-    kinds: list[npt.NDArray[np.int64]] = []
-    scales: list[npt.NDArray[np.float32]] = []
-    multipliers: list[npt.NDArray[np.float64]] = []
+    # Columns: the uniform quantizer at each step, then the ternary one; a row per predictor.
     sse: list[npt.NDArray[np.float64]] = []
     bits: list[npt.NDArray[np.float64]] = []
-    rows = len(candidates.predictors)
+    rms = _rms(candidates.residuals)
     if step_sizes:
-        uniform = score_uniform(candidates.residuals, step_sizes, stochastic=unbiased)
+        uniform = score_uniform(candidates.residuals, step_sizes, stochastic=unbiased, rms=rms)
         side = (
             record_size(Quantizer.UNIFORM, False, 1, 0.0)
             + np.where(uniform.alphabets >= 2, uniform.table_bytes, 0.0)
             + 4.0 * has_gain[:, None]
         )
-        kinds.append(np.full(uniform.steps.shape, int(Quantizer.UNIFORM)))
-        scales.append(uniform.steps)
-        multipliers.append(np.broadcast_to(np.asarray(step_sizes), uniform.steps.shape))
         sse.append(uniform.distortion)
         bits.append(uniform.entropy * layer_size + 8.0 * side)
     if ternary:
-        scored = score_ternary(candidates.residuals, clip=None if unbiased else TERNARY_CLIP)
+        scored = score_ternary(
+            candidates.residuals, clip=None if unbiased else TERNARY_CLIP, rms=rms
+        )
         side = record_size(Quantizer.TERNARY, False, 3, 5.0) + 4.0 * has_gain
-        rms = _rms(candidates.residuals)
-        kinds.append(np.full((rows, 1), int(Quantizer.TERNARY)))
-        scales.append(scored.scales[:, None])
-        multipliers.append((scored.scales / np.where(rms > 0, rms, 1.0))[:, None])
         sse.append(scored.distortion[:, None])
         bits.append((scored.entropy * layer_size + 8.0 * side)[:, None])
     all_sse = np.concatenate(sse, axis=1)
@@ -457,13 +473,22 @@ def choose(
     cost = np.where(np.isfinite(cost), cost, np.inf)  # also drops NaN from overflowed residuals
     if not np.isfinite(cost).any():
         return None
-    row, column = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    row, column = (int(i) for i in np.unravel_index(int(np.argmin(cost)), cost.shape))
+    if column < len(step_sizes):
+        quantizer, scale, multiplier = (
+            Quantizer.UNIFORM,
+            uniform.steps[row, column],
+            step_sizes[column],
+        )
+    else:
+        quantizer, scale = Quantizer.TERNARY, scored.scales[row]
+        multiplier = float(scale) / (float(rms[row]) if rms[row] > 0 else 1.0)
     return Choice(
         candidates.predictors[row],
-        Quantizer(int(np.concatenate(kinds, axis=1)[row, column])),
+        quantizer,
         candidates.gains[row],
-        np.concatenate(scales, axis=1)[row, column],
-        float(np.concatenate(multipliers, axis=1)[row, column]),
+        scale,
+        float(multiplier),
         float(all_sse[row, column]) / sample_energy,
         float(all_bits[row, column]) / layer_size,
         float(cost[row, column]),

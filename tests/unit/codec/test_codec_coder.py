@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import contextlib
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -114,3 +117,24 @@ def test_garbage_words_for_a_split_table_fill_every_value_or_raise_a_codec_error
         except CodecError:
             continue
         assert np.isin(out, values).all()
+
+
+def test_decoding_a_split_table_allocates_less_than_twice_its_values():
+    # About one coordinate in ten escapes; whatever the words, temporaries stay small.
+    _, low, frequencies, _, _ = _table(peaked_symbols(0, 200_000, 1.5))
+    size = 1_000_000
+    escape = plan_escape(frequencies, size)
+    assert escape is not None
+    assert frequencies[escape.start : escape.start + escape.width].sum() < 0.95 * frequencies.sum()
+    values = np.arange(low, low + len(frequencies), dtype=np.float32)
+    words = np.random.default_rng(1).integers(1, 2**32, size=200_000, dtype=np.uint32)
+    out = np.empty(size, dtype=np.float32)
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(CodecError):
+            decode_symbols(words, [(frequencies, values, out)])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.isnan(out).sum() == 0
+    assert peak < 2 * out.nbytes
