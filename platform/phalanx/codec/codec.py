@@ -745,9 +745,9 @@ def decode_update_flat(
             pair = tuple(np.empty(record.rank * n, dtype=np.float32) for n in (rows, cols))
             factors[layer] = (pair[0], pair[1])
             for table, values in zip(record.factors, pair, strict=True):
-                _dequantize(table, values, tables)
+                _queue_table(table, values, tables)
         elif record.quantizer is not Quantizer.CENSORED:
-            _dequantize(record, out[layout.slice(layer)], tables)
+            _queue_table(record, out[layout.slice(layer)], tables)
     decode_symbols(words, tables)
 
     for layer, record in enumerate(records):
@@ -773,7 +773,7 @@ def _table_peak(table: FactorTable) -> float:
     return table.step * max(abs(table.sym_min), abs(table.sym_max))
 
 
-def _dequantize(
+def _queue_table(
     table: LayerRecord | FactorTable,
     out: FloatArray,
     tables: list[tuple[IntArray, FloatArray, FloatArray]],
