@@ -67,3 +67,14 @@ def test_large_counts_are_rescaled_without_losing_a_rare_symbol():
 def test_entropy_bits_of_a_fair_coin_is_one_bit_per_symbol():
     assert entropy_bits(np.array([500, 500], dtype=np.int64)) == pytest.approx(1000.0)
     assert entropy_bits(np.array([7, 0], dtype=np.int64)) == 0.0
+
+
+@pytest.mark.parametrize("low", [-1, 0, 3])
+@pytest.mark.parametrize("n", [256, 257, 1003, 4096])
+def test_binary_symbols_pack_eight_to_a_group_as_horner_would(low, n):
+    symbols = (np.random.default_rng(n).integers(0, 2, n) + low).astype(np.float32)
+    assert group_size(2, n) == 8
+    padded = np.full(-(-n // 8) * 8, pad_symbol(low, 2), dtype=np.int64)
+    padded[:n] = symbols - low
+    horner = padded.reshape(-1, 8) @ (2 ** np.arange(7, -1, -1))
+    np.testing.assert_array_equal(group_symbols(symbols, low, 2), horner)
