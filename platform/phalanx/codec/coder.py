@@ -26,7 +26,7 @@ from .entropy import (
     unpack_values,
 )
 from .errors import CodecError
-from .escape import plan_escape, split_frequencies, split_symbols
+from .escape import plan_escape, split_frequencies, split_symbols, split_table
 
 _CHUNK = 1 << 16
 """Coordinates whose escapes are filled at a time."""
@@ -144,18 +144,16 @@ def _decode_table(coder: Any, frequencies: IntArray, values: FloatArray, out: Fl
         unpack_values(_pop(coder, frequencies, size), values, out)
         return
     core_frequencies, tail_frequencies = split_frequencies(frequencies, escape)
-    end = escape.start + escape.width
+    window_values, tail_values = split_table(values, escape)
     # The escape decodes to NaN, which no finite symbol value is, and marks where the tail goes.
-    core_values = np.concatenate(([np.float32(np.nan)], values[escape.start : end]))
+    core_values = np.concatenate(([np.float32(np.nan)], window_values))
     unpack_values(_pop(coder, core_frequencies, size), core_values, out)
     escaped = np.isnan(out)
     count = int(np.count_nonzero(escaped))
     if count == 0:
         return
     tail = np.empty(count, dtype=np.float32)
-    unpack_values(
-        _pop(coder, tail_frequencies, count), np.delete(values, np.s_[escape.start : end]), tail
-    )
+    unpack_values(_pop(coder, tail_frequencies, count), tail_values, tail)
     # Chunks keep the index arrays small whatever the payload makes escape.
     filled = 0
     for first in range(0, size, _CHUNK):

@@ -24,10 +24,14 @@ every platform without sending anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .entropy import FloatArray, IntArray, group_size
+
+T = TypeVar("T", bound=np.generic)
 
 GROUP_COST = 3
 """Fixed cost of one coded group, in binary-search steps (about 9 ns against 3)."""
@@ -119,12 +123,16 @@ def plan_escape(frequencies: IntArray, size: int) -> Escape | None:
     return best
 
 
-def split_frequencies(frequencies: IntArray, escape: Escape) -> tuple[IntArray, IntArray]:
-    """Split a frequency table: the core stream's (the escape, then the window), the tail's."""
+def split_table(entries: npt.NDArray[T], escape: Escape) -> tuple[npt.NDArray[T], npt.NDArray[T]]:
+    """Split a per-symbol table (frequencies or values): the window's entries, the rest in order."""
     end = escape.start + escape.width
-    tail = np.concatenate((frequencies[: escape.start], frequencies[end:]))
-    core = np.concatenate(([tail.sum()], frequencies[escape.start : end]))
-    return core.astype(np.int64, copy=False), tail.astype(np.int64, copy=False)
+    return entries[escape.start : end], np.concatenate((entries[: escape.start], entries[end:]))
+
+
+def split_frequencies(frequencies: IntArray, escape: Escape) -> tuple[IntArray, IntArray]:
+    """Split a frequency table: the core stream's (the escape's, then the window's), the tail's."""
+    window, tail = split_table(frequencies.astype(np.int64, copy=False), escape)
+    return np.concatenate(([tail.sum()], window)), tail
 
 
 def split_symbols(
