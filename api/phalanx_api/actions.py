@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from phalanx.config import RunConfig
+from phalanx.event_kinds import bans_on_confirm
 from phalanx.store import (
     Client,
     ClientStatus,
@@ -257,7 +258,9 @@ def review_event(
     actor : Principal
         The operator.
     ban_on_confirm : bool
-        Ban the event's client on confirmation (``PHALANX_BAN_ON_CONFIRM``).
+        Ban the event's client on confirmation (``PHALANX_BAN_ON_CONFIRM``); never for a
+        fault (:func:`phalanx.event_kinds.bans_on_confirm`): a worker whose own code or
+        data failed is not an adversary.
 
     Returns
     -------
@@ -287,7 +290,12 @@ def review_event(
         return Review(event=event, client=None, client_banned=False)
     client = clients.get_client(session, event.client_id)
     banned = False
-    if status == ReviewStatus.CONFIRMED and ban_on_confirm and client.status != ClientStatus.BANNED:
+    if (
+        status == ReviewStatus.CONFIRMED
+        and ban_on_confirm
+        and bans_on_confirm(event.kind)
+        and client.status != ClientStatus.BANNED
+    ):
         before = client.status
         client = clients.set_client_status(session, client.id, ClientStatus.BANNED)
         details = {"from": before.value, "to": "banned", "event_id": event_id}

@@ -15,6 +15,7 @@ with that attack; the coordinator knows nothing of it and must find it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from functools import lru_cache
@@ -29,13 +30,15 @@ from phalanx.attacks import load_attack
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
 from phalanx.flower.deployment.node_config import NodeIdentity
-from phalanx.flower.records import read_task, reply_content
+from phalanx.flower.records import fault_content, read_task, reply_content
 from phalanx.identity import PrivateKey, load_private_key_file
 from phalanx_clients.app import REPLICA_STATE
 from phalanx_clients.behaviour import Behaviour, RedTeam
 from phalanx_clients.worker import Worker
 
 __all__ = ["app", "build_deployment_client_app", "byzantine_behaviour"]
+
+log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=4)
@@ -79,32 +82,38 @@ def build_deployment_client_app(environ: Mapping[str, str] | None = None) -> Cli
     @app.train()
     def train(message: Message, context: Context) -> Message:
         torch.set_num_threads(1)
-        identity = NodeIdentity.resolve(
-            context.node_config, os.environ if environ is None else environ
-        )
-        key_path = identity.key_path.expanduser().resolve()
-        task, downlink, config_json = read_task(message.content)
-        config = _run_config(config_json)
-        worker = Worker(
-            config=config,
-            train_set=_train_set(config.data.dataset),
-            client_id=identity.client_id,
-            private_key=_private_key(key_path, key_path.stat().st_mtime_ns),
-            behaviour=(
-                byzantine_behaviour(identity.byzantine, task.worker) if identity.byzantine else None
-            ),
-            node_id=int(context.node_id),
-        )
-        saved = context.state.array_records.get(REPLICA_STATE)
-        if saved is not None:
-            worker.replica.restore({k: v.numpy() for k, v in saved.items()})
-        reply = worker.handle(task, downlink)
-        state = worker.replica.state()
-        if state:
-            context.state[REPLICA_STATE] = ArrayRecord(
-                array_dict={k: Array(np.ascontiguousarray(v)) for k, v in state.items()}
+        try:
+            identity = NodeIdentity.resolve(
+                context.node_config, os.environ if environ is None else environ
             )
-        return Message(reply_content(reply), reply_to=message)
+            key_path = identity.key_path.expanduser().resolve()
+            task, downlink, config_json = read_task(message.content)
+            config = _run_config(config_json)
+            worker = Worker(
+                config=config,
+                train_set=_train_set(config.data.dataset),
+                client_id=identity.client_id,
+                private_key=_private_key(key_path, key_path.stat().st_mtime_ns),
+                behaviour=(
+                    byzantine_behaviour(identity.byzantine, task.worker)
+                    if identity.byzantine
+                    else None
+                ),
+                node_id=int(context.node_id),
+            )
+            saved = context.state.array_records.get(REPLICA_STATE)
+            if saved is not None:
+                worker.replica.restore({k: v.numpy() for k, v in saved.items()})
+            reply = worker.handle(task, downlink)
+            state = worker.replica.state()
+            if state:
+                context.state[REPLICA_STATE] = ArrayRecord(
+                    array_dict={k: Array(np.ascontiguousarray(v)) for k, v in state.items()}
+                )
+            return Message(reply_content(reply), reply_to=message)
+        except Exception as exc:  # the worker's own code or data failed: say so, do not crash
+            log.exception("worker failed on its task")
+            return Message(fault_content(exc), reply_to=message)
 
     return app
 

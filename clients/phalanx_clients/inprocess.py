@@ -7,14 +7,19 @@ labelled as such; every defence is also run through Flower's simulation engine.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from phalanx.channel import Downlink
 from phalanx.coordinator import Exchange
-from phalanx.replies import Reply, Task
+from phalanx.event_kinds import EventKind
+from phalanx.faults import describe
+from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.worker import Worker
 
 Tamper = Callable[[Reply], Reply | None]
+
+log = logging.getLogger(__name__)
 
 
 class InProcessTransport:
@@ -34,12 +39,20 @@ class InProcessTransport:
         self.tamper = tamper
 
     def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
-        """Run every task and return the replies."""
+        """Run every task and return the replies; a worker that raises is a fault."""
         replies = []
+        faults = []
         for task in tasks:
-            reply: Reply | None = self.workers[task.worker].handle(task, downlink)
+            try:
+                reply: Reply | None = self.workers[task.worker].handle(task, downlink)
+            except Exception as exc:  # as Flower's runtime does: the worker failed, not the run
+                log.info("worker %d failed", task.worker, exc_info=True)
+                faults.append(Rejection(task.worker, EventKind.WORKER_ERROR, describe(exc)))
+                continue
             if self.tamper is not None and reply is not None:
                 reply = self.tamper(reply)
             if reply is not None:
                 replies.append(reply)
-        return Exchange(replies=replies, bytes_down=len(tasks) * downlink.num_bytes)
+        return Exchange(
+            replies=replies, bytes_down=len(tasks) * downlink.num_bytes, malformed=faults
+        )

@@ -11,6 +11,7 @@ from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.detection import payload_digest
+from phalanx.finite import all_finite
 from phalanx.identity import sign_reply
 from phalanx.nets import build_model, layer_shapes, load_flat_
 from phalanx.plan import file_samples, round_assignment
@@ -18,6 +19,10 @@ from phalanx.replies import Reply, Task
 from phalanx.training import compute_update, derive_seed
 from phalanx_clients.behaviour import Behaviour
 from phalanx_clients.replica import ModelReplica, OutOfSyncError
+
+
+class NonFiniteUpdateError(ArithmeticError):
+    """An honest computation gave a NaN or infinite update."""
 
 
 @dataclass
@@ -58,8 +63,22 @@ class Worker:
         self.replica = ModelReplica(self.config.codec, layer_shapes(model), self.config.seed)
 
     def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
-        """Compute the honest update of every file of the task, keyed by file id."""
-        return compute_file_updates(self.config, self.train_set, task.round, task.files, params)
+        """Compute the honest update of every file of the task, keyed by file id.
+
+        Raises
+        ------
+        NonFiniteUpdateError
+            When an update holds NaN or infinity: the worker's data or the run's
+            learning rates are at fault, and an honest worker says so instead of
+            sending it (the coordinator would refuse it as a lie).
+        """
+        updates = compute_file_updates(self.config, self.train_set, task.round, task.files, params)
+        if not all(all_finite(update) for update in updates.values()):
+            raise NonFiniteUpdateError(
+                "an update computed from the model it was sent and its training data holds "
+                "NaN or infinity: check the data for NaN or Inf values, and the learning rates"
+            )
+        return updates
 
     def handle(self, task: Task, downlink: Downlink) -> Reply:
         """Apply the downlink, then compute, encode and sign the reply to ``task``."""

@@ -18,6 +18,7 @@ from rich.table import Table
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig, load_run_config
+from phalanx.faults import RunFailedError
 from phalanx.flower.deployment.cli import client_start, deploy_app
 from phalanx.reports import RoundReport
 from phalanx.runs.summary import RunSummary
@@ -63,16 +64,20 @@ def _execute(
         run_id = resume
         take_over(sessions, run_id, claimer)
     console.print(f"run [bold]{run_id}[/bold]: {config.name}, {config.rounds} rounds")
-    with _progress(config, output) as (_, on_round):
-        return run_recorded(
-            sessions,
-            run_id,
-            config,
-            claimer=claimer,
-            checkpoint_dir=get_settings().checkpoint_dir,
-            on_round=on_round,
-            ray_address=ray_address,
-        )
+    try:
+        with _progress(config, output) as (_, on_round):
+            return run_recorded(
+                sessions,
+                run_id,
+                config,
+                claimer=claimer,
+                checkpoint_dir=get_settings().checkpoint_dir,
+                on_round=on_round,
+                ray_address=ray_address,
+            )
+    except RunFailedError as exc:
+        console.print(f"run {run_id} failed: {exc}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1) from exc
 
 
 @contextmanager

@@ -126,6 +126,13 @@ class TrainingConfig(_Section):
     optimizer: Literal["sgd", "adam", "amsgrad"] = "adam"
     server_lr: float = Field(default=1e-3, gt=0.0)
     momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
+    max_rounds_without_update: int = Field(
+        default=3,
+        ge=1,
+        le=100_000,
+        description="The run fails after this many rounds in a row applied no update (every "
+        "file refused, dropped or left out), or when every round of a shorter run did.",
+    )
 
 
 class CodecSettings(_Section):

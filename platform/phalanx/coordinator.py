@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -25,9 +27,13 @@ from phalanx.assignment import Assignment
 from phalanx.channel import Downlink, make_channel
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
-from phalanx.detection import Replica, detect, payload_digest
+from phalanx.detection import Replica, Verdict, detect, payload_digest
+from phalanx.event_kinds import FAULT_KINDS, EventKind
+from phalanx.faults import RunFailedError, common_failure, describe
+from phalanx.finite import all_finite
 from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
+from phalanx.overflow import overflow_evidence, trace_overflow, update_norms
 from phalanx.plan import base_assignment, round_assignment
 from phalanx.replies import (
     Decoder,
@@ -39,6 +45,8 @@ from phalanx.replies import (
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink
 from phalanx.training import derive_seed, evaluate
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,8 @@ class Coordinator:
         self._base = base_assignment(config)
         # Worker -> last round it gets no work (detection.exclude_flagged_for).
         self._benched: dict[int, int] = {}
+        # Rounds in a row, up to the last one, that applied no update.
+        self._idle_rounds = 0
         missing = set(range(config.assignment.num_workers)) - set(self.members)
         if missing:
             raise ValueError(f"no identity for workers {sorted(missing)}")
@@ -136,6 +146,7 @@ class Coordinator:
         state = torch.load(io.BytesIO(checkpoint), weights_only=True)
         self.optimizer.load_state_dict(state["optimizer"])
         self._benched = {int(w): int(t) for w, t in state.get("benched", {}).items()}
+        self._idle_rounds = int(state.get("idle_rounds", 0))
         channel = {k: v.numpy() for k, v in state["channel"].items()}
         self.channel.restore(channel, self.params)
 
@@ -148,6 +159,7 @@ class Coordinator:
                 "optimizer": self.optimizer.state_dict(),
                 "channel": channel,
                 "benched": dict(self._benched),
+                "idle_rounds": self._idle_rounds,
             },
             buffer,
         )
@@ -160,7 +172,16 @@ class Coordinator:
         on_round: Callable[[RoundReport], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> list[RoundReport]:
-        """Run rounds ``start_round .. config.rounds``; stop early if ``should_stop()``."""
+        """Run rounds ``start_round .. config.rounds``; stop early if ``should_stop()``.
+
+        Raises
+        ------
+        RunFailedError
+            When the run cannot go on: most workers of a round failed, the aggregate
+            overflowed beyond what half of the updates explains, or too many rounds
+            in a row applied no update (:meth:`check_progress`). Every round before
+            the failing one is recorded.
+        """
         reports = []
         for t in range(start_round, self.config.rounds + 1):
             if should_stop is not None and should_stop():
@@ -169,6 +190,7 @@ class Coordinator:
             reports.append(report)
             if on_round is not None:
                 on_round(report)
+            self.check_progress(t)
         return reports
 
     def run_round(self, t: int) -> RoundReport:
@@ -200,15 +222,14 @@ class Coordinator:
         replicas, events, rejected = self._verify(replies, tasks)
         for bad in malformed:
             rejected.add(bad.worker)
-            events.append(
-                EventReport(
-                    worker=bad.worker,
-                    client_id=self.members[bad.worker].client_id,
-                    kind=bad.kind,
-                    severity="high",
-                    evidence={"reason": bad.reason, "round": t},
-                )
-            )
+            events.append(_rejection_event(bad, self.members[bad.worker].client_id, t))
+        faults = [str(e.evidence["reason"]) for e in events if e.kind in FAULT_KINDS]
+        if faults:
+            causes = "; ".join(f"{n} x {cause}" for cause, n in Counter(faults).most_common())
+            log.warning("round %d: %d of %d workers failed: %s", t, len(faults), len(tasks), causes)
+        failed = common_failure(faults, len(tasks))
+        if failed is not None:
+            raise RunFailedError(f"round {t}: {failed}")
         lap("verify")
 
         verdict = detect(
@@ -220,10 +241,8 @@ class Coordinator:
             on_tie=self.config.detection.on_tie,
             outlier_threshold=self.config.detection.outlier_threshold,
         )
-        pause = self.config.detection.exclude_flagged_for
+        flagged = set(verdict.flagged)
         for worker in sorted(verdict.flagged):
-            if pause:
-                self._benched[worker] = t + pause
             evidence = verdict.evidence[worker]
             events.append(
                 EventReport(
@@ -236,26 +255,23 @@ class Coordinator:
             )
         lap("detect")
 
-        files = sorted(verdict.accepted)
-        agg = self.config.aggregation
-        # Flagged workers are out, so fewer inputs may remain than the configured f
-        # assumes: tolerate as many as the rule can with what is left.
-        f_used = largest_f(agg.rule, len(files))
-        if f_used is not None:
-            f_used = min(agg.f, f_used)
-            stacked = torch.stack([verdict.accepted[f] for f in files])
-            pre_options = dict(agg.pre_options)
-            if agg.pre == "bucketing":
-                pre_options.setdefault("seed", derive_seed(self.config.seed, t, -2))
-            update = aggregate(
-                agg.rule,
-                stacked,
-                f=f_used,
-                pre=agg.pre,
-                pre_options=pre_options if agg.pre else None,
-                **agg.options,
+        step = self._step(t, verdict, replicas)
+        for worker, overflow in sorted(step.overflowed.items()):
+            flagged.add(worker)
+            events.append(
+                EventReport(
+                    worker=worker,
+                    client_id=self.members[worker].client_id,
+                    kind=EventKind.OVERFLOW,
+                    severity="high",
+                    evidence=overflow,
+                )
             )
-            self.optimizer.step(update)
+        pause = self.config.detection.exclude_flagged_for
+        if pause:
+            for worker in flagged:
+                self._benched[worker] = t + pause
+        self._idle_rounds = 0 if step.applied else self._idle_rounds + 1
         self.optimizer.set_params(self.channel.commit(self.optimizer.params, t))
         lap("aggregate")
 
@@ -270,9 +286,9 @@ class Coordinator:
             finished_at=datetime.now(UTC),
             loss=loss,
             accuracy=accuracy,
-            flagged=tuple(sorted(verdict.flagged)),
+            flagged=tuple(sorted(flagged)),
             rejected=tuple(sorted(rejected)),
-            dropped_files=tuple(verdict.dropped),
+            dropped_files=tuple(sorted({*verdict.dropped, *step.left_out})),
             events=tuple(events),
             bytes_up=sum(r.num_bytes for r in replies),
             bytes_down=bytes_down,
@@ -280,16 +296,125 @@ class Coordinator:
             assignment=_assignment_summary(assignment),
             model_digest=model_digest(self.params),
             metrics={
-                "accepted_files": float(len(files)),
+                "accepted_files": float(step.files),
                 "eval_samples": float(len(eval_set.y)),
                 # -1: too few accepted files for the rule; the model did not move.
-                "f_used": float(-1 if f_used is None else f_used),
+                "f_used": float(-1 if step.f_used is None else step.f_used),
+                "update_applied": float(step.applied),
                 "benched_workers": float(len(benched)),
             },
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
         return report
+
+    def check_progress(self, t: int) -> None:
+        """Fail the run once too many rounds in a row, up to round ``t``, left the model as it was.
+
+        The limit is ``training.max_rounds_without_update``, or every round of a
+        shorter run: a run that never applied an update learned nothing.
+
+        Raises
+        ------
+        RunFailedError
+            Naming the rounds.
+        """
+        limit = min(self.config.training.max_rounds_without_update, self.config.rounds)
+        if self._idle_rounds >= limit:
+            first = t - self._idle_rounds + 1
+            span = f"round {t}" if first == t else f"rounds {first} to {t}"
+            raise RunFailedError(
+                f"no update was applied in {span}: every file was refused, dropped or left "
+                "out; see the rounds' detection events"
+            )
+
+    def _step(self, t: int, verdict: Verdict, replicas: Sequence[Replica]) -> _Step:
+        """Aggregate the accepted files and apply the result, unless it would overflow.
+
+        When the aggregate, or the optimiser state it leads to, is not finite, the
+        accepted updates of largest norm that cause it are left out (at most half of
+        them; see :func:`~phalanx.overflow.trace_overflow`), and every worker that sent
+        one of them is named.
+
+        Raises
+        ------
+        RunFailedError
+            When leaving out half of the updates is not enough: training diverged, or
+            most accepted updates are crafted.
+        """
+        files = sorted(verdict.accepted)
+        if not files:
+            return _Step(files=0, f_used=None, applied=False)
+        stacked = torch.stack([verdict.accepted[f] for f in files])
+        f_used = self._f_for(len(files))
+        if f_used is None:
+            return _Step(files=len(files), f_used=None, applied=False)
+        update = self._aggregate(stacked, f_used, t)
+        if all_finite(update) and self.optimizer.step_if_finite(update):
+            return _Step(files=len(files), f_used=f_used, applied=True)
+
+        def fits(kept: Tensor) -> bool:
+            f = self._f_for(len(kept))
+            if f is None:
+                return False
+            candidate = self._aggregate(stacked[kept], f, t)
+            return all_finite(candidate) and self.optimizer.stays_finite(candidate)
+
+        norms = update_norms(stacked)
+        most = len(files) // 2  # at least half of the updates must stay
+        removed = trace_overflow(norms, fits, max_removed=most)
+        if removed is None:
+            without = f" even without the {most} largest" if most else ""
+            raise RunFailedError(
+                f"round {t}: the aggregate of the {len(files)} accepted updates overflows "
+                f"float32 (or the server optimiser's state){without} (update norms "
+                f"{float(norms.min()):.3g} to {float(norms.max()):.3g}): training diverged; "
+                "lower training.server_lr or training.local_lr"
+            )
+        kept = [i for i in range(len(files)) if i not in set(removed)]
+        f_kept = self._f_for(len(kept))
+        assert f_kept is not None  # fits() held for this set
+        applied = self.optimizer.step_if_finite(
+            self._aggregate(stacked[torch.tensor(kept, dtype=torch.int64)], f_kept, t)
+        )
+        median = float(norms[kept].median())
+        overflowed = overflow_evidence(
+            t,
+            [files[i] for i in removed],
+            {files[i]: float(norms[i]) for i in removed},
+            median,
+            verdict,
+            replicas,
+            mode=self.config.detection.mode,
+            tol=self.config.detection.tolerance,
+            rule=self.config.aggregation.rule,
+        )
+        return _Step(
+            files=len(kept),
+            f_used=f_kept,
+            applied=applied,
+            overflowed=overflowed,
+            left_out=tuple(files[i] for i in removed),
+        )
+
+    def _f_for(self, n: int) -> int | None:
+        """Return the ``f`` the rule tolerates with ``n`` inputs, capped at the configured one."""
+        f = largest_f(self.config.aggregation.rule, n)
+        return None if f is None else min(self.config.aggregation.f, f)
+
+    def _aggregate(self, stacked: Tensor, f: int, t: int) -> Tensor:
+        agg = self.config.aggregation
+        pre_options = dict(agg.pre_options)
+        if agg.pre == "bucketing":
+            pre_options.setdefault("seed", derive_seed(self.config.seed, t, -2))
+        return aggregate(
+            agg.rule,
+            stacked,
+            f=f,
+            pre=agg.pre,
+            pre_options=pre_options if agg.pre else None,
+            **agg.options,
+        )
 
     def _exchange(self, tasks: Mapping[int, Task]) -> tuple[list[Reply], int, list[Rejection]]:
         """Exchange the round's tasks; workers that lost track get the full state once."""
@@ -317,6 +442,7 @@ class Coordinator:
         events: list[EventReport] = []
         rejected: set[int] = set()
         seen: set[int] = set()
+        tasks_round = next(iter(tasks.values())).round if tasks else 0
         # Honest replicas of a file send identical bytes: hash and decode each payload
         # once a round (a repeat costs a dictionary lookup and a comparison of the bytes).
         decode_once = functools.cache(self.decode)
@@ -344,16 +470,18 @@ class Coordinator:
                     )
                 )
             except ReplyRejectedError as exc:
-                rejected.add(reply.worker)
-                events.append(
-                    EventReport(
-                        worker=reply.worker,
-                        client_id=member.client_id if member else None,
-                        kind=exc.kind,
-                        severity="high",
-                        evidence={"reason": exc.reason, "round": reply.round},
-                    )
-                )
+                rejection = Rejection(reply.worker, exc.kind, exc.reason)
+            except Exception as exc:  # nothing a worker sends may stop the run
+                # Not shown to be the worker's doing: a fault, and if it strikes most
+                # workers of the round, the run fails on it (common_failure).
+                log.exception("checking worker %d's reply in round %d", reply.worker, reply.round)
+                reason = f"the coordinator could not check this reply: {describe(exc)}"
+                rejection = Rejection(reply.worker, EventKind.UNCHECKED_REPLY, reason)
+            else:
+                continue
+            rejected.add(reply.worker)
+            client_id = member.client_id if member else None
+            events.append(_rejection_event(rejection, client_id, tasks_round))
         return replicas, events, rejected
 
     def _eval_set(self, *, final: bool) -> ImageDataset:
@@ -366,6 +494,29 @@ class Coordinator:
             num_classes=self.test_set.num_classes,
             name=self.test_set.name,
         )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What aggregation did in a round."""
+
+    files: int
+    f_used: int | None
+    applied: bool
+    overflowed: Mapping[int, dict[str, Any]] = field(default_factory=dict)
+    left_out: tuple[int, ...] = ()
+
+
+def _rejection_event(rejection: Rejection, client_id: str | None, t: int) -> EventReport:
+    """Build the event of a refused reply, or of a worker that failed (a fault: low severity)."""
+    fault = rejection.kind in FAULT_KINDS
+    return EventReport(
+        worker=rejection.worker,
+        client_id=client_id,
+        kind=rejection.kind,
+        severity="low" if fault else "high",
+        evidence={"reason": rejection.reason, "round": t},
+    )
 
 
 def _assignment_summary(assignment: Assignment) -> dict[str, object]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
+
+from phalanx.finite import all_finite
 
 OptimizerName = Literal["sgd", "adam", "amsgrad"]
 
@@ -41,6 +44,48 @@ class ServerOptimizer:
         self.param.grad = update.detach().to(torch.float32).clone()
         self.optimizer.step()
         self.param.grad = None
+
+    def step_if_finite(self, update: Tensor) -> bool:
+        """Apply ``update`` unless the parameters or the optimiser's state would overflow.
+
+        A finite update can still overflow: Adam squares it. When the step would leave
+        any parameter or state value non-finite, nothing changes.
+
+        Returns
+        -------
+        bool
+            Whether the step was applied.
+        """
+        saved = self._snapshot()
+        self.step(update)
+        if self._finite():
+            return True
+        self._restore(saved)
+        return False
+
+    def stays_finite(self, update: Tensor) -> bool:
+        """Whether :meth:`step_if_finite` would apply ``update``; changes nothing."""
+        saved = self._snapshot()
+        self.step(update)
+        finite = self._finite()
+        self._restore(saved)
+        return finite
+
+    def _snapshot(self) -> tuple[Tensor, dict[str, Any]]:
+        return self.params.clone(), copy.deepcopy(self.optimizer.state_dict())
+
+    def _restore(self, saved: tuple[Tensor, dict[str, Any]]) -> None:
+        params, state = saved
+        self.set_params(params)
+        self.optimizer.load_state_dict(state)
+
+    def _finite(self) -> bool:
+        tensors = [self.param.detach()]
+        for state in self.optimizer.state.values():
+            tensors.extend(
+                v for v in state.values() if isinstance(v, Tensor) and v.is_floating_point()
+            )
+        return all(all_finite(t) for t in tensors)
 
     def set_params(self, params: Tensor) -> None:
         """Overwrite the parameters (e.g. with the codec's reconstruction), keeping the state."""

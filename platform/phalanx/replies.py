@@ -15,7 +15,7 @@ from torch import Tensor
 
 from phalanx.detection import Replica, payload_digest
 from phalanx.finite import all_finite
-from phalanx.identity import verify_reply
+from phalanx.identity import IdentityError, verify_reply
 
 Decoder = Callable[[bytes], Tensor]
 Hasher = Callable[[bytes], str]
@@ -135,17 +135,21 @@ def check_reply(
     unassigned = sorted(set(reply.files) - set(task.files))
     if unassigned:
         raise ReplyRejectedError("unassigned_file", f"reply includes unassigned files {unassigned}")
-    if not verify_reply(
-        public_key,
-        reply.signature,
-        run_id=reply.run_id,
-        round=reply.round,
-        nonce=reply.nonce,
-        client_id=reply.client_id,
-        file_ids=reply.files,
-        digests=reply.digests,
-        node_id=reply.node_id,
-    ):
+    try:
+        verified = verify_reply(
+            public_key,
+            reply.signature,
+            run_id=reply.run_id,
+            round=reply.round,
+            nonce=reply.nonce,
+            client_id=reply.client_id,
+            file_ids=reply.files,
+            digests=reply.digests,
+            node_id=reply.node_id,
+        )
+    except IdentityError as exc:  # fields that cannot even be signed
+        raise ReplyRejectedError("malformed_reply", f"reply cannot be verified: {exc}") from exc
+    if not verified:
         raise ReplyRejectedError("bad_signature", "signature does not verify with the client's key")
     replicas = []
     for file, payload, claimed in zip(reply.files, reply.payloads, reply.digests, strict=True):

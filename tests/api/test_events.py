@@ -213,6 +213,21 @@ def test_confirming_bans_the_client_and_both_are_audited(
     assert ban.details["event_id"] == event_id
 
 
+def test_confirming_a_workers_own_failure_never_bans_it(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id, _ = seed_run_with_events(sessions, num_rounds=1, kinds=("worker_error",))
+    (event_id,) = _event_ids(sessions, run_id, "worker_error")
+    review = client.post(
+        f"{EVENTS}/{event_id}/review",
+        json={"decision": "confirm", "note": "its disk was full"},
+        headers=api_keys.headers("operator"),
+    ).json()
+    assert review["review_status"] == "confirmed"
+    assert review["client_status"] == "approved"
+    assert review["client_banned"] is False
+
+
 def test_dismissing_leaves_the_client_alone(
     client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
 ) -> None:

@@ -134,3 +134,21 @@ def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path) -> None:
     summary = json.loads(resumed.stdout)
     assert summary["rounds"] == rounds
     assert summary["model_digest"] == expected
+
+
+def test_a_run_whose_workers_all_fail_exits_non_zero_with_one_line(tmp_path: Path) -> None:
+    config = _config(tmp_path, 3)
+    config.write_text(
+        config.read_text().replace("[training]", "[training]\nlocal_lr = 1e30\nlocal_steps = 2")
+    )
+    result = _phalanx("run", str(config), "--format", "json", env=_env(tmp_path))
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    (line,) = [l for l in result.stderr.splitlines() if "failed" in l and "run " in l]
+    assert "round 1: 7 of 7 workers failed with the same error: NonFiniteUpdateError" in line
+    assert "Traceback" not in result.stderr
+    with _sessions(tmp_path)() as session:
+        (run,) = session.scalars(select(Run)).all()
+        assert run.status == "failed"
+        assert run.error is not None and run.error.startswith("round 1: 7 of 7 workers failed")
+        assert session.scalars(select(DetectionEvent)).all() == []  # nobody blamed

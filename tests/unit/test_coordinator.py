@@ -282,3 +282,160 @@ def test_a_flagged_worker_gets_no_work_for_the_configured_rounds_even_across_a_r
     _, resumed = run_interrupted(config, stop_after=2)
     assert [r.metrics["benched_workers"] for r in resumed.reports] == [2.0, 0.0, 2.0]
     assert resumed.reports[-1].model_digest == sink.reports[-1].model_digest
+
+
+# --------------------------------------------------------------- honest outcomes
+
+
+def _overflowing(reply: Reply) -> Reply:
+    """A well-signed reply whose every update holds 3e38: finite, but two overflow a mean."""
+    huge = torch.full((len(reply.payloads[0]) // 4,), 3.0e38).numpy().tobytes()
+    return _resigned(reply, payloads=tuple(huge for _ in reply.payloads))
+
+
+def _tamper_workers(victims: set[int], change: Callable[[Reply], Reply]) -> Tamper:
+    def tamper(reply: Reply) -> Reply:
+        return change(reply) if reply.worker in victims else reply
+
+    return tamper
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_colluders_whose_updates_overflow_the_mean_are_flagged_and_no_honest_worker_is(
+    optimizer: str,
+) -> None:
+    config = small_config(
+        rounds=3,
+        assignment={"scheme": "none", "num_workers": 7, "r": 1},
+        attack={"name": "constant", "q": 2, "params": {"value": 3.0e38}},
+        aggregation={"rule": "mean", "f": 0},
+        training={"optimizer": optimizer, "server_lr": 0.01},
+    )
+    truth = adversaries(config)
+    sink = run(config)
+    for report in sink.reports:
+        assert set(report.flagged) == truth
+        assert report.rejected == ()
+        assert {(e.worker, e.kind, e.severity) for e in report.events} == {
+            (w, "overflow", "high") for w in truth
+        }
+        assert report.metrics["update_applied"] == 1.0
+        assert report.metrics["accepted_files"] == 5.0
+        assert torch.isfinite(torch.tensor(report.loss))
+    evidence = sink.reports[0].events[0].evidence
+    assert "L2 norm" in evidence["summary"] and evidence["norm"] > 1e38
+    summary = summarize(config, RUN_ID, sink.reports)
+    assert summary.precision == 1.0 and summary.recall == 1.0
+
+
+def test_at_r3_every_worker_behind_an_overflowing_file_is_named() -> None:
+    config = small_config(
+        rounds=2,
+        assignment={"scheme": "groups", "num_workers": 6, "r": 3, "relabel": False},
+        attack={"name": None, "q": 0},
+        detection={"mode": "exact"},
+    )
+    from phalanx.plan import base_assignment
+
+    colluders = set(base_assignment(config).files[0])  # a whole group: nobody disagrees
+    sink = run(config, tamper=_tamper_workers(colluders, _overflowing))
+    for report in sink.reports:
+        assert set(report.flagged) == colluders
+        assert {e.kind for e in report.events} == {"overflow"}
+        assert report.metrics["update_applied"] == 1.0
+        assert torch.isfinite(torch.tensor(report.loss))
+
+
+def _with_nan_pixels(config: RunConfig, workers: set[int] | None = None) -> InProcessTransport:
+    t = transport(config)
+    for index, worker in t.workers.items():
+        if workers is None or index in workers:
+            x = worker.train_set.x.clone()
+            x[:, :, 0, 0] = float("nan")
+            worker.train_set = dataclasses.replace(worker.train_set, x=x)
+    return t
+
+
+def test_when_most_workers_fail_alike_the_run_fails_with_that_one_line() -> None:
+    from phalanx.faults import RunFailedError
+
+    config = small_config(rounds=2, attack={"name": None, "q": 0})
+    sink = FakeSink()
+    with pytest.raises(RunFailedError) as failure:
+        execute_run(config, run_id=RUN_ID, sink=sink, transport=_with_nan_pixels(config))
+    message = str(failure.value)
+    assert message.startswith("round 1: 7 of 7 workers failed with the same error: ")
+    assert "NonFiniteUpdateError" in message and "\n" not in message
+    assert sink.reports == []  # nothing was applied, nobody was blamed
+
+
+def test_a_worker_that_fails_on_its_own_data_is_a_fault_not_a_liar() -> None:
+    config = small_config(rounds=2, attack={"name": None, "q": 0})
+    sink = FakeSink()
+    broken = 3
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=_with_nan_pixels(config, {broken}))
+    for report in sink.reports:
+        assert report.flagged == ()
+        assert report.rejected == (broken,)
+        (event,) = report.events
+        assert (event.worker, event.kind, event.severity) == (broken, "worker_error", "low")
+        assert event.evidence["reason"].startswith("NonFiniteUpdateError: ")
+        assert report.metrics["update_applied"] == 1.0
+
+
+@pytest.mark.parametrize(("rounds", "failed_at"), [(5, 3), (2, 2)])
+def test_rounds_that_apply_no_update_fail_the_run(rounds: int, failed_at: int) -> None:
+    from phalanx.faults import RunFailedError
+
+    config = small_config(rounds=rounds, attack={"name": None, "q": 0})
+    sink = FakeSink()
+    with pytest.raises(RunFailedError, match=f"no update was applied in rounds 1 to {failed_at}"):
+        execute_run(
+            config, run_id=RUN_ID, sink=sink, transport=transport(config, lambda reply: None)
+        )
+    assert [r.round for r in sink.reports] == list(range(1, failed_at + 1))  # recorded first
+    assert {r.metrics["update_applied"] for r in sink.reports} == {0.0}
+    assert len({r.model_digest for r in sink.reports}) == 1  # the model never moved
+
+
+def test_an_idle_round_between_good_ones_does_not_fail_the_run() -> None:
+    config = small_config(rounds=4, attack={"name": None, "q": 0})
+    silent_round = 2
+
+    class SilentInRound2:
+        def __init__(self) -> None:
+            self.inner = transport(config)
+
+        def exchange(self, tasks: list[Task], downlink: Downlink) -> Exchange:
+            exchange = self.inner.exchange(tasks, downlink)
+            if tasks[0].round == silent_round:
+                return dataclasses.replace(exchange, replies=())
+            return exchange
+
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=SilentInRound2())
+    assert [r.metrics["update_applied"] for r in sink.reports] == [1.0, 0.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"node_id": -1},
+        {"node_id": 2**64},
+        {"files": (True,)},
+        {"round": -5},
+    ],
+    ids=["negative-node-id", "node-id-beyond-64-bits", "bool-file-id", "negative-round"],
+)
+def test_reply_fields_that_cannot_even_be_signed_are_refused_and_the_run_goes_on(
+    change: dict[str, object],
+) -> None:
+    config = small_config(rounds=2, attack={"name": None, "q": 0})
+    victim = 2
+    sink = run(config, tamper=_tamper_worker(victim, lambda r: dataclasses.replace(r, **change)))
+    assert [r.round for r in sink.reports] == [1, 2]
+    for report in sink.reports:
+        assert report.rejected == (victim,)
+        (event,) = report.events
+        assert event.worker == victim and event.severity == "high"
+        assert event.kind in {"malformed_reply", "stale_round", "bad_signature"}

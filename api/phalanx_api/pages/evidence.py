@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Kinds that come from comparing replicas (or scoring updates): the worker is flagged.
-DETECTION_KINDS = frozenset({"outside_max_clique", "majority_minority", "outlier", "low_degree"})
+from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS
+
+#: Kinds by which detection judges a worker to lie: the worker is flagged.
+DETECTION_KINDS = FLAG_KINDS
 
 #: Each known kind in a few words.
 KIND_HEADLINES: Mapping[str, str] = {
@@ -33,6 +35,9 @@ KIND_HEADLINES: Mapping[str, str] = {
     "wrong_nonce": "Replied with the wrong round nonce",
     "unassigned_file": "Replied for a file it was not given",
     "node_id_mismatch": "Replied from another Flower node than its own",
+    "overflow": "Sent an update so large that the aggregate overflowed",
+    "worker_error": "Failed to compute its update (a fault, not a lie)",
+    "unchecked_reply": "Sent a reply the coordinator could not check",
 }
 
 #: What a reviewer should weigh, per kind.
@@ -57,7 +62,20 @@ KIND_ADVICE: Mapping[str, str] = {
         "Over a window of rounds this worker agreed with fewer workers than any honest "
         "worker can; it was flagged on its history rather than on one round."
     ),
+    "overflow": (
+        "The update's norm is many orders of magnitude beyond any gradient step: with it, "
+        "the aggregate left float32's range. Honest training that diverged fails the whole "
+        "run instead, so one or a few such workers point at crafted updates."
+    ),
 }
+
+#: Advice shown for a fault: the worker delivered nothing usable, and did not lie.
+FAULT_ADVICE = (
+    "The worker's own computation failed (its code, its data or its machine), or the "
+    "coordinator could not check what it sent; nothing of it reached the model. This is "
+    "not evidence of an attack: confirming records that you saw it and never bans the "
+    "client. Many workers failing alike fails the whole run instead."
+)
 
 #: Advice shown for a refused reply of any kind.
 REJECTION_ADVICE = (
@@ -150,7 +168,7 @@ def headline(kind: str) -> str:
 
 
 def is_rejection(kind: str) -> bool:
-    """Whether ``kind`` means a refused reply rather than a flag from comparing replicas."""
+    """Whether ``kind`` means a reply refused or never delivered rather than a flag."""
     return kind not in DETECTION_KINDS
 
 
@@ -174,11 +192,16 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
     name = "this worker" if worker is None else f"worker {worker}"
     if is_rejection(kind):
         reason = _text(evidence.get("reason")) or "no reason was recorded"
+        fault = kind in FAULT_KINDS
+        said = (
+            f"{name.capitalize()} failed: {reason}."
+            if fault
+            else (f"The coordinator refused {name}'s reply: {reason}.")
+        )
         return Explanation(
             headline=headline(kind),
-            summary=_text(evidence.get("summary"))
-            or f"The coordinator refused {name}'s reply: {reason}.",
-            advice=REJECTION_ADVICE,
+            summary=_text(evidence.get("summary")) or said,
+            advice=FAULT_ADVICE if fault else REJECTION_ADVICE,
             files=(),
             facts=(("Reason", reason),),
             is_rejection=True,
@@ -206,6 +229,11 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
     if score is not None:
         limit = "" if threshold is None else f" (threshold {threshold:.3g})"
         facts.append(("Score", f"{score:.3g}{limit}"))
+    norm, median = _number(evidence.get("norm")), _number(evidence.get("median_norm"))
+    if norm is not None:
+        facts.append(("Update norm", f"{norm:.3g}"))
+    if median is not None:
+        facts.append(("Median accepted norm", f"{median:.3g}"))
     rounds = _integer(evidence.get("rounds"))
     if rounds is not None:
         facts.append(("Window", f"{rounds} round{'' if rounds == 1 else 's'}"))

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from phalanx.event_kinds import bans_on_confirm
 from phalanx.store import (
     Client,
     ClientStatus,
@@ -484,6 +485,8 @@ class EventCard:
         The name of its run.
     client_open : int
         Open events of the same client, this one included.
+    may_ban : bool
+        Whether confirming it may ban the client (never for a fault).
     """
 
     event: DetectionEvent
@@ -491,6 +494,7 @@ class EventCard:
     client: Client | None
     run_name: str
     client_open: int
+    may_ban: bool = True
 
 
 @dataclass(frozen=True)
@@ -551,6 +555,7 @@ def review_queue(
             client=owners.get(event.client_id) if event.client_id else None,
             run_name=names.get(event.run_id, event.run_id),
             client_open=counted.open if counted else 0,
+            may_ban=bans_on_confirm(event.kind),
         )
 
     return ReviewQueue(

@@ -8,12 +8,21 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from phalanx.channel import Downlink
+from phalanx.faults import describe, one_line
 from phalanx.replies import Reply, Task
 
 TASK = "task"
 MODEL = "model"
 REPLY = "reply"
+FAULT = "fault"
 MESSAGE_TYPE = "train"
+
+#: Largest file id or round number a reply may carry (they are indices, not sizes).
+MAX_ID = 2**31 - 1
+#: Longest identifier, nonce or digest a reply may carry.
+MAX_TEXT = 256
+#: Longest signature (a DER ECDSA signature over P-384 is at most 104 bytes).
+MAX_SIGNATURE_BYTES = 512
 
 T = TypeVar("T")
 
@@ -100,56 +109,117 @@ def reply_content(reply: Reply) -> RecordDict:
     return RecordDict({REPLY: ConfigRecord(fields)})  # type: ignore[arg-type]
 
 
+def fault_content(error: BaseException) -> RecordDict:
+    """Build the reply of a worker whose own computation failed: what failed, in one line.
+
+    The worker's traceback stays in its own log; the coordinator records the line as a
+    fault of this worker (never as a lie) and logs it.
+    """
+    return RecordDict({FAULT: ConfigRecord({"error": describe(error)})})
+
+
+def read_fault(content: RecordDict) -> str | None:
+    """Return the one-line cause of a fault reply (see :func:`fault_content`), else ``None``.
+
+    Whatever the worker wrote is cut to one sanitised line; a fault record without a
+    readable cause still counts as a fault.
+    """
+    record = content.config_records.get(FAULT)
+    if record is None:
+        return None
+    error = record.get("error")
+    return one_line(error) if isinstance(error, str) else "the worker reported a failure"
+
+
 def read_reply(content: RecordDict, *, worker: int) -> Reply:
-    """Parse a reply message sent by ``worker``.
+    """Parse a reply message sent by ``worker``, checking every field's type and range.
 
     Raises
     ------
     MalformedRecordError
-        When any field is missing or of the wrong type.
+        When any field is missing, of the wrong type, or out of range; never any
+        other exception, whatever the record holds.
     """
     try:
         record = content.config_records[REPLY]
-        claimed = record["worker"]
-        if claimed != worker:
-            raise MalformedRecordError(
-                f"reply claims worker {claimed!r}, was sent to worker {worker}"
-            )
-        files = _list(record, "files", int)
-        payloads = _list(record, "payloads", bytes)
-        digests = _list(record, "digests", str)
-        signature = record["signature"]
-        if not isinstance(signature, bytes):
-            raise MalformedRecordError("signature is not bytes")
-        node_id = record.get("node_id")
-        return Reply(
-            worker=worker,
-            client_id=_scalar(record, "client_id", str),
-            run_id=_scalar(record, "run_id", str),
-            round=_scalar(record, "round", int),
-            nonce=_scalar(record, "nonce", str),
-            files=tuple(files),
-            payloads=tuple(payloads),
-            digests=tuple(digests),
-            signature=signature,
-            node_id=int(node_id) if isinstance(node_id, str) else None,
-            need_sync=record.get("need_sync") is True,
+    except KeyError:
+        raise MalformedRecordError("reply has no reply record") from None
+    claimed = record.get("worker")
+    if isinstance(claimed, bool) or claimed != worker:
+        raise MalformedRecordError(
+            f"reply claims worker {_shown(claimed)}, was sent to worker {worker}"
         )
-    except MalformedRecordError:
-        raise
-    except (KeyError, TypeError, ValueError) as exc:
-        raise MalformedRecordError(f"reply is malformed: {exc!r}") from exc
+    files = _list(record, "files", int)
+    for file in files:
+        if not 0 <= file <= MAX_ID:
+            raise MalformedRecordError(f"file id {file} is out of range")
+    signature = _scalar(record, "signature", bytes)
+    if len(signature) > MAX_SIGNATURE_BYTES:
+        raise MalformedRecordError(f"signature of {len(signature)} bytes is too long")
+    need_sync = record.get("need_sync", False)
+    if not isinstance(need_sync, bool):
+        raise MalformedRecordError("field 'need_sync' is not bool")
+    round_ = _scalar(record, "round", int)
+    if not 0 <= round_ <= MAX_ID:
+        raise MalformedRecordError(f"round {round_} is out of range")
+    return Reply(
+        worker=worker,
+        client_id=_text(record, "client_id"),
+        run_id=_text(record, "run_id"),
+        round=round_,
+        nonce=_text(record, "nonce"),
+        files=tuple(files),
+        payloads=tuple(_list(record, "payloads", bytes)),
+        digests=tuple(_text_list(record, "digests")),
+        signature=signature,
+        node_id=_node_id(record.get("node_id")),
+        need_sync=need_sync,
+    )
+
+
+def _node_id(value: object) -> int | None:
+    """Parse a Flower node id sent as a decimal string (unsigned 64-bit)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.isascii() or not value.isdecimal():
+        raise MalformedRecordError("field 'node_id' is not a decimal string")
+    if len(value) > 20 or int(value) >= 2**64:
+        raise MalformedRecordError("field 'node_id' is not an unsigned 64-bit integer")
+    return int(value)
+
+
+def _shown(value: object) -> str:
+    """Show a value a worker sent, briefly, without trusting its ``repr``."""
+    if isinstance(value, bool | int | float):
+        return repr(value)[:40]
+    return f"a {type(value).__name__}"
 
 
 def _scalar(record: ConfigRecord, key: str, kind: type[T]) -> T:
-    value = record[key]
+    value = record.get(key)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise MalformedRecordError(f"field {key!r} is not {kind.__name__}")
     return value
 
 
+def _text(record: ConfigRecord, key: str) -> str:
+    value = _scalar(record, key, str)
+    if len(value) > MAX_TEXT:
+        raise MalformedRecordError(f"field {key!r} is longer than {MAX_TEXT} characters")
+    return value
+
+
 def _list(record: ConfigRecord, key: str, kind: type[T]) -> list[T]:
     value = record.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, kind) for v in value):
+    if not isinstance(value, list) or not all(
+        isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) for v in value
+    ):
         raise MalformedRecordError(f"field {key!r} is not a list of {kind.__name__}")
     return cast(list[T], list(value))
+
+
+def _text_list(record: ConfigRecord, key: str) -> list[str]:
+    values = _list(record, key, str)
+    if any(len(v) > MAX_TEXT for v in values):
+        raise MalformedRecordError(f"field {key!r} holds a string longer than {MAX_TEXT}")
+    return values

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 
@@ -10,8 +11,18 @@ from flwr.serverapp import Grid
 
 from phalanx.channel import Downlink
 from phalanx.coordinator import Exchange
-from phalanx.flower.records import MESSAGE_TYPE, MalformedRecordError, read_reply, task_content
+from phalanx.event_kinds import EventKind
+from phalanx.faults import one_line
+from phalanx.flower.records import (
+    MESSAGE_TYPE,
+    MalformedRecordError,
+    read_fault,
+    read_reply,
+    task_content,
+)
 from phalanx.replies import Rejection, Reply, Task
+
+log = logging.getLogger(__name__)
 
 
 class GridTransport:
@@ -72,17 +83,31 @@ class GridTransport:
                     continue
                 pending.discard(mid)
                 worker = worker_of_message[mid]
-                if message.has_error():
-                    malformed.append(
-                        Rejection(
-                            worker, "malformed_reply", f"worker error: {message.error.reason}"
-                        )
-                    )
-                    continue
-                try:
-                    replies.append(read_reply(message.content, worker=worker))
-                except MalformedRecordError as exc:
-                    malformed.append(Rejection(worker, "malformed_reply", str(exc)))
+                outcome = _outcome(message, worker)
+                if isinstance(outcome, Reply):
+                    replies.append(outcome)
+                else:
+                    malformed.append(outcome)
             if pending:
                 time.sleep(self.poll_interval)
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed)
+
+
+def _outcome(message: Message, worker: int) -> Reply | Rejection:
+    """Read one worker's answer: its reply, or why there is none.
+
+    A ClientApp that raised (Flower's error message) or that reported its own failure
+    is a fault of that worker, with one line of cause; the whole text goes to the log.
+    """
+    if message.has_error():
+        reason = message.error.reason or ""
+        log.info("worker %d's ClientApp failed: %s", worker, reason)
+        return Rejection(worker, EventKind.WORKER_ERROR, one_line(reason))
+    try:
+        fault = read_fault(message.content)
+        if fault is not None:
+            log.info("worker %d reported a failure: %s", worker, fault)
+            return Rejection(worker, EventKind.WORKER_ERROR, fault)
+        return read_reply(message.content, worker=worker)
+    except MalformedRecordError as exc:
+        return Rejection(worker, EventKind.MALFORMED_REPLY, str(exc))

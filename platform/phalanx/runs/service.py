@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
 from phalanx.coordinator import Transport
+from phalanx.faults import failure_cause
 from phalanx.reports import RoundReport
 from phalanx.runs.execute import execute_run
 from phalanx.runs.recorder import StoreRecorder, finish, load_checkpoint
@@ -57,7 +58,7 @@ def run_recorded(
             run_id,
             RunStatus.FAILED,
             claimer=claimer,
-            error=f"{type(exc).__name__}: {exc}",
+            error=failure_cause(exc),
         )
         raise
     last = reports[-1].round if reports else done

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from phalanx.config import RunConfig
+from phalanx.event_kinds import FLAG_KINDS
 from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_roster
 
-DETECTION_KINDS = frozenset({"outside_max_clique", "majority_minority", "outlier", "low_degree"})
+#: Kinds by which a worker is judged to lie (precision and recall count these).
+DETECTION_KINDS = FLAG_KINDS
 
 
 @dataclass(frozen=True)

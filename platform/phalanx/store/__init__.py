@@ -12,6 +12,7 @@ flush but never commit; the caller owns the transaction::
 The schema is created and changed only by :mod:`phalanx.store.migrate`.
 """
 
+from phalanx.event_kinds import EventKind
 from phalanx.store import audit, checkpoints, clients, events, keys, rounds, runs
 from phalanx.store.engine import (
     make_engine,
@@ -28,7 +29,6 @@ from phalanx.store.models import (
     Client,
     ClientStatus,
     DetectionEvent,
-    EventKind,
     OperatorKey,
     ReviewStatus,
     Role,

@@ -89,27 +89,6 @@ class ReviewStatus(StrEnum):
     DISMISSED = "dismissed"
 
 
-class EventKind(StrEnum):
-    """The detection event kinds the coordinator records today.
-
-    The ``kind`` column is free text (new detectors need no migration); these
-    are the known values.
-    """
-
-    OUTSIDE_MAX_CLIQUE = "outside_max_clique"
-    MAJORITY_MINORITY = "majority_minority"
-    OUTLIER = "outlier"
-    LOW_DEGREE = "low_degree"
-    MALFORMED_REPLY = "malformed_reply"
-    BAD_SHAPE = "bad_shape"
-    NON_FINITE = "non_finite"
-    BAD_SIGNATURE = "bad_signature"
-    STALE_ROUND = "stale_round"
-    WRONG_NONCE = "wrong_nonce"
-    UNASSIGNED_FILE = "unassigned_file"
-    NODE_ID_MISMATCH = "node_id_mismatch"
-
-
 def _string_enum(enum: type[StrEnum], name: str) -> TypeEngine[Any]:
     """Return a VARCHAR type holding the enum's values, guarded by a named CHECK."""
     return Enum(

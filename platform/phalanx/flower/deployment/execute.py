@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
 from phalanx.coordinator import Transport
+from phalanx.faults import failure_cause
 from phalanx.flower.deployment.binding import NodeBindingTransport
 from phalanx.flower.deployment.roster import Enrolled, Roster, enrolled_clients, wait_for_roster
 from phalanx.flower.deployment.summary import finish_deployed
@@ -106,7 +107,7 @@ def execute_deployed_run(
             run_id,
             RunStatus.FAILED,
             claimer=claimer,
-            error=f"{type(exc).__name__}: {exc}",
+            error=failure_cause(exc),
         )
         raise
     last = reports[-1].round if reports else done

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from phalanx.optim import ServerOptimizer
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam", "amsgrad"])
+def test_a_finite_step_is_applied(kind: str) -> None:
+    optimizer = ServerOptimizer(torch.zeros(4), kind=kind, lr=0.1)  # type: ignore[arg-type]
+    assert optimizer.stays_finite(torch.ones(4))
+    assert torch.equal(optimizer.params, torch.zeros(4))  # a trial changes nothing
+    assert optimizer.step_if_finite(torch.ones(4))
+    assert float(optimizer.params[0]) < 0.0
+
+
+def test_adam_refuses_an_update_whose_square_overflows_and_keeps_its_state() -> None:
+    optimizer = ServerOptimizer(torch.zeros(3), kind="adam", lr=0.1)
+    optimizer.step(torch.ones(3))
+    before = copy.deepcopy(optimizer.state_dict())
+    huge = torch.full((3,), 1.0e30)  # finite, but its square leaves float32 in the second moment
+    assert not optimizer.stays_finite(huge)
+    assert not optimizer.step_if_finite(huge)
+    after = optimizer.state_dict()
+    assert torch.equal(after["params"], before["params"])
+    state_before = before["optimizer"]["state"][0]
+    state_after = after["optimizer"]["state"][0]
+    for key in ("exp_avg", "exp_avg_sq", "step"):
+        assert torch.equal(state_after[key], state_before[key])
+
+
+def test_sgd_refuses_a_step_that_leaves_the_parameters_infinite() -> None:
+    optimizer = ServerOptimizer(torch.full((2,), 3.0e38), kind="sgd", lr=1.0, momentum=0.0)
+    assert not optimizer.step_if_finite(torch.full((2,), -3.0e38))
+    assert torch.equal(optimizer.params, torch.full((2,), 3.0e38))
