@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
 import pytest
 from hypothesis import settings
 
 from phalanx.config import RunConfig
+from phalanx.settings import get_settings
 from tests.configs import small_config
+from tests.plugin_files import PluginFiles
 
 # Hypothesis's per-example deadline is a wall-clock assertion; these machines are shared.
 settings.register_profile("phalanx", deadline=None)
@@ -16,3 +21,25 @@ settings.load_profile("phalanx")
 @pytest.fixture
 def digits_config() -> RunConfig:
     return small_config()
+
+
+@pytest.fixture
+def allow_attack_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Set this host's ``PHALANX_ATTACK_PLUGINS`` for one test; none are allowed until called."""
+
+    def allow(*references: str) -> None:
+        monkeypatch.setenv("PHALANX_ATTACK_PLUGINS", ",".join(references))
+        get_settings.cache_clear()
+
+    monkeypatch.delenv("PHALANX_ATTACK_PLUGINS", raising=False)
+    get_settings.cache_clear()
+    yield allow
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def plugin_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PluginFiles]:
+    """A folder on ``sys.path`` for plug-in modules and distributions (tests/plugin_files.py)."""
+    files = PluginFiles(tmp_path / "plugins", monkeypatch)
+    yield files
+    files.forget()

@@ -9,7 +9,7 @@ change state.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -35,7 +35,7 @@ from phalanx.store import (
     runs,
 )
 from phalanx_api.auth import Principal
-from phalanx_api.errors import InvalidInputError
+from phalanx_api.errors import ApiError, InvalidInputError, PermissionDeniedError
 from phalanx_api.registration import key_unproven
 from phalanx_api.schemas import storable_text
 
@@ -147,21 +147,112 @@ def change_client_status(
 # ------------------------------------------------------------------- runs
 
 
-def launch_run(session: Session, config: RunConfig, *, actor: Principal) -> Run:
+#: The API setting that lets a launch simulate adversaries.
+ALLOW_ATTACKS_SETTING = "PHALANX_API_ALLOW_ATTACKS"
+
+
+class AttackRefusedError(PermissionDeniedError):
+    """A launch asked for a simulated attack that this server does not run (403).
+
+    The refusal is itself written to the audit log, so the request's changes
+    are kept.
+    """
+
+    keep_changes = True
+
+
+class InvalidAttackError(InvalidInputError):
+    """A launch named an attack that does not load, or parameters it rejects (422; audited)."""
+
+    keep_changes = True
+
+
+def launch_run(
+    session: Session,
+    config: RunConfig,
+    *,
+    actor: Principal,
+    allow_attacks: bool = False,
+    attack_plugins: Collection[str] = (),
+) -> Run:
     """Queue a run; a coordinator claims it.
+
+    Parameters
+    ----------
+    session : Session
+        The request's session.
+    config : RunConfig
+        The run.
+    actor : Principal
+        The operator.
+    allow_attacks : bool
+        Whether this server runs simulated attacks (``PHALANX_API_ALLOW_ATTACKS``).
+    attack_plugins : Collection[str]
+        The ``package.module:Name`` attack references this host allows
+        (``PHALANX_ATTACK_PLUGINS``).
 
     Raises
     ------
     InvalidInputError
         When the config holds a value the database cannot store (text with NUL
-        characters, an infinite or NaN number).
+        characters, an infinite or NaN number), or its attack does not load or
+        rejects its parameters.
+    PermissionDeniedError
+        When the config asks for a simulated attack and the server does not
+        allow them.
     """
     check_storable(config.model_dump(), loc=("body",))
+    attack = config.attack
+    if attack.name is not None or attack.q > 0:
+        _check_attack(session, config, actor=actor, allowed=allow_attacks, plugins=attack_plugins)
     run = runs.create_run(
         session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
     )
-    _record(session, actor, "run.launch", "run", run.id, {"name": config.name})
+    details: dict[str, Any] = {"name": config.name}
+    if attack.name is not None:
+        details["attack"] = {"name": attack.name, "q": attack.q}
+    _record(session, actor, "run.launch", "run", run.id, details)
     return run
+
+
+def _check_attack(
+    session: Session,
+    config: RunConfig,
+    *,
+    actor: Principal,
+    allowed: bool,
+    plugins: Collection[str],
+) -> None:
+    """Refuse, and audit the refusal of, an attack this server must not run."""
+    attack = config.attack
+    refusal: ApiError
+    if not allowed:
+        refusal = AttackRefusedError(
+            f"simulated attacks are disabled on this server (attack.name={attack.name!r}, "
+            f"attack.q={attack.q}); they are a research feature that the server enables with "
+            f"{ALLOW_ATTACKS_SETTING}=true, or run them with `phalanx run`"
+        )
+    else:
+        from phalanx.attack_plugins import AttackPluginError
+        from phalanx.attacks import check_attack  # imports torch: only when attacks are asked for
+
+        try:
+            check_attack(attack, allowed=plugins)
+            return
+        except AttackPluginError as exc:
+            refusal = InvalidAttackError(str(exc), loc=("body", "attack", exc.field))
+    audit.append_audit(
+        session,
+        actor=actor.name,
+        action="run.launch_refused",
+        details={
+            "key_id": actor.key_id,
+            "name": config.name,
+            "attack": {"name": attack.name, "q": attack.q},
+            "reason": refusal.message,
+        },
+    )
+    raise refusal
 
 
 def cancel_run(session: Session, run_id: str, *, actor: Principal) -> Run:

@@ -92,11 +92,16 @@ def serve_demo(
     sessions = session_factory(make_engine(url))
     with sessions.begin() as session:
         secret = keys.create_key(session, name="demo-admin", role=Role.ADMIN).secret
+    simulated = config.attack.q > 0
+    if simulated:  # the demo's run is a simulated attack: its own server must accept it
+        settings = settings.model_copy(update={"api_allow_attacks": True})
     server = DemoServer(settings, settings.api_host, settings.api_port)
     server.start()
     try:
         run_id = queue_through_api(server.url, secret, config)
         say(f"Dashboard: {server.url}/  (log in with the admin key {secret})")
+        if simulated:
+            say("Simulated attacks are enabled on this demo server (PHALANX_API_ALLOW_ATTACKS).")
         say(f"Run {run_id} queued through the API; this process coordinates it.")
         claimer = claimer_name()
         with sessions.begin() as session:

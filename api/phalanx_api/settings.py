@@ -48,6 +48,12 @@ class ApiSettings(Settings):
         default=False,
         description="Send the session cookie over HTTPS only; turn on behind TLS.",
     )
+    api_allow_attacks: bool = Field(
+        default=False,
+        description="Let a launch simulate adversaries (attack.q > 0): a research feature that "
+        "runs attack code on the coordinator's host. Built-in attacks, installed plug-ins and "
+        "PHALANX_ATTACK_PLUGINS only.",
+    )
 
 
 @lru_cache(maxsize=1)

@@ -34,7 +34,11 @@ satisfies :class:`Attack`::
         def __call__(self, honest: Tensor, ctx: AttackContext) -> Tensor:
             return honest * self.factor
 
-and is loaded with ``load_attack("my_package.my_module:Shrink", factor=0.1)``.
+and is loaded with ``load_attack("my_package.my_module:Shrink", factor=0.1)`` once the
+host allows it: a distribution that declares it as an entry point of the
+``phalanx.attacks`` group (then ``load_attack("shrink", ...)`` works too), or
+``PHALANX_ATTACK_PLUGINS=my_package.my_module:Shrink``. See
+:mod:`phalanx.attack_plugins` for what is checked before it runs.
 A data-level attack satisfies :class:`DataAttack` instead: a ``name`` and
 ``poison_labels(labels, num_classes) -> Tensor``; the worker trains on the
 poisoned labels and sends that update unchanged.
@@ -56,13 +60,12 @@ Rules every attack must keep:
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +73,11 @@ import torch
 from torch import Tensor
 
 from phalanx.assignment import Assignment
+from phalanx.attack_plugins import AttackPluginError, build_attack
+from phalanx.settings import get_settings
+
+if TYPE_CHECKING:
+    from phalanx.config import AttackConfig
 
 __all__ = [
     "ATTACKS",
@@ -86,6 +94,7 @@ __all__ = [
     "ReversedGradient",
     "SignFlip",
     "alie_z",
+    "check_attack",
     "disagreement_targets",
     "distortion_plan",
     "load_attack",
@@ -389,30 +398,21 @@ ATTACKS: dict[str, type[Attack] | type[DataAttack]] = {
 """Built-in attacks by name."""
 
 
-def _import_plugin(spec: str) -> object:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr or ":" in attr:
-        raise ValueError(f"attack plug-in {spec!r} must look like 'package.module:Name'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"attack plug-in {spec!r}: cannot import {module_name!r}: {err}") from err
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"attack plug-in {spec!r}: {module_name!r} has no {attr!r}") from None
+def load_attack(spec: str, /, **params: Any) -> Attack | DataAttack:
+    """Build an attack from a built-in name, an installed plug-in, or an allowed reference.
 
-
-def load_attack(spec: str, **params: Any) -> Attack | DataAttack:
-    """Build an attack from a registry name or a ``"package.module:Name"`` plug-in.
+    What may be loaded, and the checks it passes before anything of it is
+    called, are those of :mod:`phalanx.attack_plugins`; the allowed
+    ``"package.module:Name"`` references are this host's
+    ``PHALANX_ATTACK_PLUGINS``.
 
     Parameters
     ----------
     spec : str
-        A key of :data:`ATTACKS`, or the dotted path of a class that satisfies
-        :class:`Attack` or :class:`DataAttack`.
+        A key of :data:`ATTACKS`, the name of an entry point of the
+        ``phalanx.attacks`` group, or an allowed ``"package.module:Name"``.
     **params
-        Keyword arguments for the attack's constructor.
+        Keyword arguments for the attack's constructor (JSON scalars).
 
     Returns
     -------
@@ -421,34 +421,45 @@ def load_attack(spec: str, **params: Any) -> Attack | DataAttack:
 
     Raises
     ------
-    ValueError
-        Unknown name, malformed path, or a module or class that cannot be found.
-    TypeError
-        Bad parameters, or a plug-in that satisfies neither protocol.
+    AttackPluginError
+        (a ``ValueError``) Unknown or disallowed name, a module that cannot be
+        imported, a class that satisfies neither protocol, or bad parameters.
     """
-    if ":" in spec:
-        cls = _import_plugin(spec)
-    elif spec in ATTACKS:
-        cls = ATTACKS[spec]
-    else:
-        raise ValueError(
-            f"unknown attack {spec!r}; use one of {sorted(ATTACKS)} "
-            "or a plug-in 'package.module:Name'"
-        )
-    if not isinstance(cls, type):
-        raise TypeError(f"attack {spec!r} must name a class, got {type(cls).__name__}")
-    try:
-        attack = cls(**params)
-    except TypeError as err:
-        raise TypeError(f"attack {spec!r} rejected parameters {sorted(params)}: {err}") from err
-    if not isinstance(attack, Attack | DataAttack) or not isinstance(
-        getattr(attack, "name", None), str
-    ):
-        raise TypeError(
-            f"attack {spec!r} satisfies neither protocol: an Attack needs a str `name` and "
-            "`__call__(honest, ctx) -> Tensor`; a DataAttack needs a str `name` and "
-            "`poison_labels(labels, num_classes) -> Tensor`"
-        )
+    return _build(spec, params, get_settings().attack_plugins)
+
+
+def check_attack(spec: AttackConfig, *, allowed: Collection[str] | None = None) -> None:
+    """Check that the attack of a run config loads, before the run is queued or executed.
+
+    The CLI, the API's launch and the coordinator call this, so a bad attack
+    is refused up front rather than failing every worker. The attack is built
+    (its constructor's own checks run) and dropped.
+
+    Parameters
+    ----------
+    spec : AttackConfig
+        The run config's ``attack`` section; nothing is checked without a name.
+    allowed : Collection[str], optional
+        The allowed references; this host's ``PHALANX_ATTACK_PLUGINS`` when
+        omitted.
+
+    Raises
+    ------
+    AttackPluginError
+        As :func:`load_attack`; its ``field`` says whether ``name`` or
+        ``params`` is at fault.
+    """
+    if spec.name is None:
+        return
+    _build(spec.name, spec.params, get_settings().attack_plugins if allowed is None else allowed)
+
+
+def _build(
+    spec: str, params: Mapping[str, object], allowed: Collection[str]
+) -> Attack | DataAttack:
+    attack = build_attack(spec, params, builtins=ATTACKS, allowed=allowed)
+    if not isinstance(attack, Attack | DataAttack):  # check_attack_class already made sure
+        raise AttackPluginError(f"attack {spec!r} satisfies neither protocol")
     return attack
 
 

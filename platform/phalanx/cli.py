@@ -137,7 +137,7 @@ def _print_summary(summary: RunSummary, output: Format) -> None:
 
 def _load_config(path: Path) -> RunConfig:
     try:
-        return load_run_config(path)
+        config = load_run_config(path)
     except ValidationError as exc:
         errors = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors()
@@ -145,6 +145,19 @@ def _load_config(path: Path) -> RunConfig:
         raise typer.BadParameter(errors, param_hint="CONFIG") from exc
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="CONFIG") from exc
+    _check_attack(config, param_hint="CONFIG")
+    return config
+
+
+def _check_attack(config: RunConfig, *, param_hint: str) -> None:
+    """Refuse (exit 2) a run whose attack does not load, before anything starts."""
+    from phalanx.attack_plugins import AttackPluginError
+    from phalanx.attacks import check_attack
+
+    try:
+        check_attack(config.attack)
+    except AttackPluginError as exc:
+        raise typer.BadParameter(f"attack.{exc.field}: {exc}", param_hint=param_hint) from exc
 
 
 @app.command()
@@ -162,6 +175,7 @@ def run(
         from phalanx.runs.recorder import stored_config
 
         run_config = stored_config(_sessions(), resume)
+        _check_attack(run_config, param_hint="--resume")
     elif config is None:
         raise typer.BadParameter("give a CONFIG file, or --resume RUN_ID")
     else:
@@ -233,6 +247,8 @@ def coordinator(
     With ``--superlink``, approved clients' keys are admitted to that SuperLink and
     runs whose ``deployment.backend`` is ``deployment`` execute on it.
     """
+    from phalanx.attack_plugins import AttackPluginError
+    from phalanx.attacks import check_attack
     from phalanx.flower.deployment.backend import run_on_superlink
     from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
     from phalanx.flower.deployment.service import DeploymentService
@@ -270,14 +286,16 @@ def coordinator(
         run_id, stored = job
         try:
             config = RunConfig.model_validate(stored)
-        except ValidationError as exc:
+            check_attack(config.attack)
+        except (ValidationError, AttackPluginError) as exc:
+            where = f"attack.{exc.field}: " if isinstance(exc, AttackPluginError) else ""
             with sessions.begin() as session:
                 runs.finish_run(
                     session,
                     run_id,
                     RunStatus.FAILED,
                     claimer=claimer,
-                    error=f"invalid config: {exc}",
+                    error=f"invalid config: {where}{exc}",
                 )
             console.print(f"run {run_id} refused: invalid config")
             continue

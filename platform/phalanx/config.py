@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from phalanx.assignment import count_files
+from phalanx.attack_plugins import installed_attacks, is_reference
 from phalanx.tolerance import Rule, min_inputs
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
@@ -93,10 +94,21 @@ class AggregationConfig(_Section):
 
 
 class AttackConfig(_Section):
-    """Simulated adversaries (red team); ground truth is known in simulation only."""
+    """Simulated adversaries (red team); ground truth is known in simulation only.
+
+    ``name`` is a built-in attack, the entry-point name of an attack plug-in
+    installed on the host, or a ``"package.module:Name"`` reference. Whether
+    the host allows a reference, and whether the attack accepts ``params``, is
+    checked before a run is queued or executed
+    (:func:`phalanx.attacks.check_attack`), not here: this model imports no
+    attack code.
+    """
 
     name: str | None = Field(
-        default=None, description='An attack name, or a plug-in "package.module:Name".'
+        default=None,
+        max_length=200,
+        description='A built-in attack, an installed plug-in\'s name, or "package.module:Name" '
+        "listed in the host's PHALANX_ATTACK_PLUGINS.",
     )
 
     @field_validator("name")
@@ -104,12 +116,15 @@ class AttackConfig(_Section):
     def _known_or_plugin(cls, name: str | None) -> str | None:
         if name is None or name in ATTACK_NAMES:
             return name
-        module, _, attr = name.partition(":")
-        if module and attr:
+        if ":" in name:
+            if is_reference(name):
+                return name
+            raise ValueError(f"attack plug-in {name!r} must look like 'package.module:Name'")
+        if name in installed_attacks():
             return name
         raise ValueError(
-            f"unknown attack {name!r}; choose one of {', '.join(ATTACK_NAMES)} "
-            "or a plug-in 'package.module:Name'"
+            f"unknown attack {name!r}; choose one of {', '.join(ATTACK_NAMES)}, an installed "
+            "plug-in's name, or a plug-in 'package.module:Name'"
         )
 
     q: int = Field(default=0, ge=0)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from phalanx.attack_plugins import is_reference
 
 
 class Settings(BaseSettings):
@@ -33,6 +36,27 @@ class Settings(BaseSettings):
     secret_key: str = Field(default="", description="Signs dashboard session cookies.")
     api_host: str = "127.0.0.1"
     api_port: int = 8080
+    attack_plugins: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="Attack classes this host allows a run config to name, as a comma-separated "
+        "list of 'package.module:Name' (installed entry points of the 'phalanx.attacks' group "
+        "are allowed without it).",
+    )
+
+    @field_validator("attack_plugins", mode="before")
+    @classmethod
+    def _split_references(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("attack_plugins")
+    @classmethod
+    def _well_formed(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [reference for reference in value if not is_reference(reference)]
+        if bad:
+            raise ValueError(f"{bad} must each look like 'package.module:Name'")
+        return value
 
     @property
     def resolved_database_url(self) -> str:

@@ -65,7 +65,7 @@ def _live_key(sessions: Sessions) -> str:
         return keys.create_key(session, name="target", role=Role.VIEWER).key.id
 
 
-RUN_BODY = small_config().model_dump(mode="json")
+RUN_BODY = small_config(attack={"name": None, "q": 0}).model_dump(mode="json")
 
 MUTATING = {
     "approve client": Endpoint(

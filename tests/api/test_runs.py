@@ -19,7 +19,7 @@ RUNS = "/api/v1/runs"
 def test_launch_queues_the_run_with_its_config(
     client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
 ) -> None:
-    config = small_config(name="launched", seed=42)
+    config = small_config(name="launched", seed=42, attack={"name": None, "q": 0})
     response = client.post(
         RUNS, json=config.model_dump(mode="json"), headers=api_keys.headers("operator")
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -65,3 +66,19 @@ def test_client_start_needs_an_existing_key(tmp_path: Path) -> None:
     args += ["--root-certificates", str(tmp_path), "--key", str(tmp_path / "missing.key")]
     refused = runner.invoke(deploy_app, args)
     assert refused.exit_code == 2 and "client keygen" in refused.output
+
+
+def test_client_start_refuses_an_attack_the_host_does_not_allow_before_starting(
+    tmp_path: Path, allow_attack_plugins: Callable[..., None]
+) -> None:
+    key = tmp_path / "client.key"
+    key.write_text("not read: the attack is refused first", encoding="ascii")
+    args = ["client-start", "--superlink", "127.0.0.1:9", "--client-id", "c"]
+    args += ["--root-certificates", str(key), "--key", str(key)]
+    refused = runner.invoke(
+        deploy_app,
+        args,
+        env={"PHALANX_BYZANTINE": "subprocess:Popen", "COLUMNS": "500"},
+    )
+    assert refused.exit_code == 2
+    assert "--byzantine" in refused.output and "not allowed on this host" in refused.output

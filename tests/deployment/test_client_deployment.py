@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from phalanx.channel import PlainChannel
@@ -36,3 +38,10 @@ def test_a_byzantine_client_changes_every_file_and_an_honest_one_none() -> None:
 def test_an_unknown_attack_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown attack 'nonsense'"):
         byzantine_behaviour("nonsense", worker=0)
+
+
+def test_an_attack_reference_the_host_does_not_allow_is_refused(
+    allow_attack_plugins: Callable[..., None],
+) -> None:
+    with pytest.raises(ValueError, match="'subprocess:Popen' is not allowed on this host"):
+        byzantine_behaviour("subprocess:Popen", worker=0)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -14,6 +15,7 @@ from scipy.stats import norm
 from torch import Tensor
 
 from phalanx.assignment import Assignment
+from phalanx.attack_plugins import AttackPluginError, is_reference
 from phalanx.attacks import (
     ATTACKS,
     ALittleIsEnough,
@@ -293,11 +295,21 @@ def test_load_attack_lists_known_names_for_an_unknown_one() -> None:
 
 
 def test_load_attack_rejects_bad_parameters() -> None:
-    with pytest.raises(TypeError, match="rejected parameters"):
+    with pytest.raises(AttackPluginError, match="rejected parameters"):
         load_attack("constant", valu=4.0)
 
 
-def test_load_attack_instantiates_a_plugin_by_dotted_path() -> None:
+def test_load_attack_refuses_a_plugin_the_host_does_not_allow(
+    allow_attack_plugins: Callable[..., None],
+) -> None:
+    with pytest.raises(AttackPluginError, match="not allowed on this host"):
+        load_attack(f"{__name__}:HalfStep", factor=0.25)
+
+
+def test_load_attack_instantiates_an_allowed_plugin_by_dotted_path(
+    allow_attack_plugins: Callable[..., None],
+) -> None:
+    allow_attack_plugins(f"{__name__}:HalfStep")
     attack = load_attack(f"{__name__}:HalfStep", factor=0.25)
     assert isinstance(attack, Attack)
     assert attack.name == "half_step"
@@ -305,18 +317,22 @@ def test_load_attack_instantiates_a_plugin_by_dotted_path() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "error", "message"),
+    ("spec", "message"),
     [
-        ("phalanx_no_such_module_xyz:Attack", ValueError, "cannot import"),
-        (f"{__name__}:Missing", ValueError, "has no 'Missing'"),
-        (f"{__name__}:", ValueError, "package.module:Name"),
-        (f"{__name__}:HalfStep:x", ValueError, "package.module:Name"),
-        (f"{__name__}:NotAnAttack", TypeError, "neither protocol"),
-        (f"{__name__}:NOT_A_CLASS", TypeError, "must name a class"),
+        ("phalanx_no_such_module_xyz:Attack", "cannot import"),
+        (f"{__name__}:Missing", "has no 'Missing'"),
+        (f"{__name__}:NotAnAttack", "neither protocol"),
+        (f"{__name__}:NOT_A_CLASS", "must name a class"),
+        (f"{__name__}:", "package.module:Name"),
+        (f"{__name__}:HalfStep:x", "package.module:Name"),
     ],
 )
-def test_load_attack_explains_a_bad_plugin(spec: str, error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=message):
+def test_load_attack_explains_a_bad_plugin(
+    spec: str, message: str, allow_attack_plugins: Callable[..., None]
+) -> None:
+    if is_reference(spec):
+        allow_attack_plugins(spec)
+    with pytest.raises(AttackPluginError, match=message):
         load_attack(spec)
 
 

@@ -1,19 +1,23 @@
 from __future__ import annotations
 
 import json
+import sys
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from phalanx.aggregation import AGGREGATORS, PRE_AGGREGATORS
 from phalanx.attacks import ATTACKS
 from phalanx.cli import app
 from phalanx.config import ATTACK_NAMES, PreRule, Rule, RunConfig, load_run_config
+from tests.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, PluginFiles
 
 ROOT = Path(__file__).resolve().parents[2]
+Allow = Callable[..., None]
 
 
 def test_names_in_the_config_match_the_registries() -> None:
@@ -124,3 +128,63 @@ def test_the_config_screens_r1_updates_at_the_detection_default() -> None:
     from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD
 
     assert RunConfig().detection.outlier_threshold == DEFAULT_OUTLIER_THRESHOLD
+
+
+def test_a_malformed_plugin_reference_is_refused_by_name() -> None:
+    assert "must look like 'package.module:Name'" in _error({"attack": {"name": "a:b:c", "q": 1}})
+    assert "attack.name" in _error({"attack": {"name": "x" * 201, "q": 1}}).replace("\n", ".")
+
+
+def test_an_installed_plugins_entry_point_name_is_a_known_attack(
+    plugin_files: PluginFiles,
+) -> None:
+    plugin_files.distribution({"shrink_installed": f"{plugin_files.module(SHRINK)}:Shrink"})
+    config = RunConfig.model_validate({"attack": {"name": "shrink_installed", "q": 1}})
+    assert config.attack.name == "shrink_installed"
+
+
+def _run_cli(tmp_path: Path, attack: dict[str, object]) -> Result:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"attack": {"q": 1, **attack}}))
+    return CliRunner().invoke(app, ["run", str(path)], env={"PHALANX_DATA_DIR": str(tmp_path)})
+
+
+def test_cli_refuses_an_attack_the_host_does_not_allow_without_importing_it(
+    tmp_path: Path, plugin_files: PluginFiles, allow_attack_plugins: Allow
+) -> None:
+    module = plugin_files.module(TOUCH_ON_IMPORT)
+    result = _run_cli(tmp_path, {"name": f"{module}:Attack"})
+    assert result.exit_code == 2
+    assert "not allowed on this host" in result.output
+    popen = _run_cli(
+        tmp_path,
+        {"name": "subprocess:Popen", "params": {"args": f"touch {plugin_files.marker}"}},
+    )
+    assert popen.exit_code == 2
+    assert not plugin_files.marker.exists() and module not in sys.modules
+    assert not (tmp_path / "phalanx.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("attack", "message"),
+    [
+        ({"name": "PLUGIN", "params": {"scale": "big"}}, "parameter 'scale'='big'"),
+        ({"name": "PLUGIN", "params": {"scale": -1.0}}, "scale must be > 0"),
+        ({"name": "constant", "params": {"valu": 1.0}}, "unexpected keyword argument 'valu'"),
+    ],
+)
+def test_cli_refuses_parameters_an_attack_rejects_before_anything_starts(
+    attack: dict[str, object],
+    message: str,
+    tmp_path: Path,
+    plugin_files: PluginFiles,
+    allow_attack_plugins: Allow,
+) -> None:
+    spec = f"{plugin_files.module(STRICT)}:Scaled"
+    allow_attack_plugins(spec)
+    if attack["name"] == "PLUGIN":
+        attack = {**attack, "name": spec}
+    result = _run_cli(tmp_path, attack)
+    assert result.exit_code == 2
+    assert "attack.params" in result.output and message in result.output.replace("\n", " ")
+    assert not (tmp_path / "phalanx.db").exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from phalanx.attacks import check_attack
 from phalanx.config import load_run_config
 from phalanx.flower.server_app import wait_for_nodes
 from phalanx.flower.transport import GridTransport
@@ -29,6 +30,7 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Run the configured federation on the nodes connected to this Flower run."""
     config = load_run_config(Path(str(context.run_config.get("run-config", "examples/demo.toml"))))
+    check_attack(config.attack)  # a bad attack fails here, not in every ClientApp
     workers = config.assignment.num_workers
     # Before the run is recorded: a federation too small must not leave a
     # `running` run behind for a coordinator to reclaim.

@@ -118,6 +118,8 @@ def client_start(
         raise typer.BadParameter(
             f"{key} does not exist; run `phalanx client keygen`", param_hint="--key"
         )
+    if byzantine:
+        _check_byzantine(byzantine)
     identity = NodeIdentity(
         client_id=client_id or _saved_client_id(key),
         key_path=key.resolve(),
@@ -132,6 +134,17 @@ def client_start(
     )
     extra = {"FLWR_HOME": str(flwr_home)} if flwr_home else {}
     _exec(supernode_command(options), extra)
+
+
+def _check_byzantine(attack: str) -> None:
+    """Refuse (exit 2) an attack this host does not allow, before the SuperNode starts."""
+    from phalanx.attack_plugins import AttackPluginError
+    from phalanx.attacks import load_attack
+
+    try:
+        load_attack(attack)
+    except AttackPluginError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--byzantine") from exc
 
 
 deploy_app.command("client-start")(client_start)
