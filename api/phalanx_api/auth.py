@@ -2,10 +2,12 @@
 
 Operators authenticate with ``Authorization: Bearer <secret>``, the secret of an
 operator key (:mod:`phalanx.store.keys`). The dashboard logs in once with a key
-and then carries a signed, http-only session cookie naming the key and a
-per-session CSRF token; a request authenticated by that cookie that changes
-anything must repeat the token (``X-CSRF-Token`` header, or the ``csrf_token``
-form field of a dashboard form). Revoking a key ends its sessions.
+and then carries a signed, http-only session cookie holding the session's secret
+and a per-session CSRF token; a request authenticated by that cookie that
+changes anything must repeat the token (``X-CSRF-Token`` header, or the
+``csrf_token`` form field of a dashboard form). The session itself is stored
+server-side and checked on every request: logging out, its expiry, or revoking
+the key ends it, whatever cookie a browser still holds.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from fastapi import Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy.orm import Session
 
-from phalanx.store import NotFoundError, OperatorKey, Role, keys
+from phalanx.store import OperatorKey, Role, keys
 from phalanx_api.errors import AuthenticationError, PermissionDeniedError
 
 #: Header a cookie-authenticated request repeats its CSRF token in.
@@ -78,19 +80,19 @@ class DashboardSession:
 
     Attributes
     ----------
-    key_id : str
-        The operator key that logged in.
+    secret : str
+        The session's secret; the server keeps its hash (:func:`phalanx.store.keys.start_session`).
     csrf_token : str
         Random token the session's forms must repeat.
     """
 
-    key_id: str
+    secret: str
     csrf_token: str
 
     @classmethod
-    def start(cls, key_id: str) -> DashboardSession:
-        """Return a new session for a key, with a fresh CSRF token."""
-        return cls(key_id=key_id, csrf_token=secrets.token_urlsafe(32))
+    def of(cls, secret: str) -> DashboardSession:
+        """Return the cookie of a session just started, with a fresh CSRF token."""
+        return cls(secret=secret, csrf_token=secrets.token_urlsafe(32))
 
 
 class SessionSigner:
@@ -110,7 +112,7 @@ class SessionSigner:
 
     def dumps(self, session: DashboardSession) -> str:
         """Return the signed cookie value of ``session``."""
-        return self._serializer.dumps({"k": session.key_id, "c": session.csrf_token})
+        return self._serializer.dumps({"s": session.secret, "c": session.csrf_token})
 
     def loads(self, value: str) -> DashboardSession | None:
         """Return the session in a cookie, or ``None`` if it is forged, malformed or expired."""
@@ -120,10 +122,10 @@ class SessionSigner:
             return None
         if not isinstance(data, dict):
             return None
-        key_id, csrf_token = data.get("k"), data.get("c")
-        if not isinstance(key_id, str) or not isinstance(csrf_token, str):
+        secret, csrf_token = data.get("s"), data.get("c")
+        if not isinstance(secret, str) or not isinstance(csrf_token, str):
             return None
-        return DashboardSession(key_id=key_id, csrf_token=csrf_token)
+        return DashboardSession(secret=secret, csrf_token=csrf_token)
 
 
 def bearer_secret(header: str) -> str:
@@ -174,16 +176,15 @@ def authenticate_session(
     Raises
     ------
     AuthenticationError
-        When the session's key no longer exists or was revoked.
+        When the session is over: logged out, expired, or its key revoked.
     PermissionDeniedError
         When an unsafe request does not repeat the session's CSRF token.
     """
-    try:
-        key = keys.get_key(session, dashboard.key_id)
-    except NotFoundError:
-        key = None
-    if key is None or key.revoked_at is not None:
-        raise AuthenticationError("the session's API key was revoked; log in again")
+    key = keys.session_key(session, dashboard.secret)
+    if key is None:
+        raise AuthenticationError(
+            "the session is over (logged out, expired, or its API key revoked); log in again"
+        )
     if method.upper() not in SAFE_METHODS:
         check_csrf(dashboard.csrf_token, csrf_token)
     return Principal.of(key, "session", dashboard.csrf_token)

@@ -1,4 +1,4 @@
-"""What one app instance holds: settings, database, session signer, metrics, templates."""
+"""What one app instance holds: settings, database, cookie signer, limits, metrics, templates."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx_api.auth import SessionSigner
 from phalanx_api.metrics import ApiMetrics
+from phalanx_api.ratelimit import RateLimits
 from phalanx_api.settings import ApiSettings
 
 
@@ -30,6 +31,8 @@ class AppContext:
         The session factory.
     signer : SessionSigner
         Signs and checks dashboard session cookies.
+    limits : RateLimits
+        The per-address limits of registrations and logins.
     metrics : ApiMetrics
         The app's Prometheus registry.
     templates : Jinja2Templates
@@ -41,6 +44,7 @@ class AppContext:
     engine: Engine
     sessions: sessionmaker[Session]
     signer: SessionSigner
+    limits: RateLimits
     metrics: ApiMetrics
     templates: Jinja2Templates
 

@@ -17,6 +17,7 @@ invalid request (path, query, body)    422
 store ``NotFoundError``                404
 store ``ConflictError``                409
 body over the size limit               413
+:class:`RateLimitedError`              429
 database refused a value               422
 database unreachable                   503
 =====================================  ======
@@ -36,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from phalanx.identity import IdentityError
 from phalanx.store import ConflictError, NotFoundError
+from phalanx_api.ratelimit import retry_after
 from phalanx_api.schemas import ErrorOut, FieldErrorOut, ValidationErrorOut
 
 logger = logging.getLogger(__name__)
@@ -49,8 +51,8 @@ class ApiError(Exception):
     status_code : int
         The HTTP status.
     keep_changes : bool
-        Commit the request's database changes although it failed (e.g. a
-        registration challenge is spent whatever the outcome of the proof).
+        Commit the request's database changes although it failed (for an
+        error that must not undo what the request recorded).
     """
 
     status_code: ClassVar[int] = 400
@@ -67,9 +69,7 @@ class BadRequestError(ApiError):
 
 
 class ProofRejectedError(BadRequestError):
-    """A proof of possession failed; the challenge it used is spent all the same."""
-
-    keep_changes = True
+    """A proof of possession failed (400); it changed nothing, the challenge stays live."""
 
 
 class AuthenticationError(ApiError):
@@ -85,6 +85,23 @@ class PermissionDeniedError(ApiError):
     """Valid credentials, insufficient role or missing CSRF token (403)."""
 
     status_code = 403
+
+
+class RateLimitedError(ApiError):
+    """Too many requests for now (429), with ``Retry-After`` in whole seconds.
+
+    Parameters
+    ----------
+    message : str
+        Which limit, and when to come back.
+    retry_after_s : float
+        Seconds until a retry can succeed.
+    """
+
+    status_code = 429
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message, headers={"Retry-After": retry_after(retry_after_s)})
 
 
 class InvalidInputError(ApiError):

@@ -17,8 +17,10 @@ from phalanx.store import make_engine, session_factory
 from phalanx_api.auth import SessionSigner
 from phalanx_api.context import AppContext, app_context
 from phalanx_api.errors import install_error_handlers
+from phalanx_api.headers import SecurityHeadersMiddleware
 from phalanx_api.limits import BodySizeLimitMiddleware
 from phalanx_api.metrics import ApiMetrics, MetricsMiddleware
+from phalanx_api.ratelimit import RateLimits
 from phalanx_api.routes import include_routes, pages
 from phalanx_api.settings import ApiSettings, get_api_settings, resolve_secret_key
 from phalanx_api.templating import STATIC_DIR, make_templates
@@ -64,6 +66,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         engine=engine,
         sessions=sessions,
         signer=SessionSigner(resolve_secret_key(settings), max_age_s=settings.session_max_age_s),
+        limits=RateLimits.of(
+            registration_per_minute=settings.registration_per_minute,
+            login_per_minute=settings.login_per_minute,
+        ),
         metrics=ApiMetrics(sessions),
         templates=make_templates(),
     )
@@ -88,5 +94,6 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     pages.install(app)  # the dashboard, /docs, error pages for browsers
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeadersMiddleware)  # on every answer, a refused body's too
     app.add_middleware(MetricsMiddleware, metrics=context.metrics)  # outermost: times everything
     return app

@@ -1,23 +1,35 @@
 """Client registration: a name and an EC public key, then proof of possession.
 
-1. ``register_client``: the client sends its public key (PEM or OpenSSH, P-256
-   or P-384); it is stored as PEM under its fingerprint (unique: the same key
-   twice is a conflict), status ``pending``, with a random challenge.
-2. ``prove_possession``: the client returns the DER ECDSA-SHA256 signature over
-   the challenge bytes. The challenge is spent by the attempt, whatever its
-   outcome. A valid proof is recorded in the audit log (``client.proof``) and,
-   with ``auto_approve``, approves the client.
-3. ``issue_challenge``: a pending client whose challenge expired or was spent
-   gets a new one.
+Nobody but a key's holder decides that key's registration:
 
-Approving a client registered this way needs its proof on record
-(:func:`key_unproven`).
+1. ``register_client``: the client sends its name and public key (PEM or
+   OpenSSH, P-256 or P-384). It is stored as PEM, as a pending, *unproven*
+   registration with a random challenge and a registration token (only the
+   token's SHA-256 is kept). The registration expires with its challenge;
+   expired ones are purged when the next client registers. A key that a proven
+   client holds is a conflict; a key that only unproven registrations hold is
+   not (anyone can send someone else's public key: it cannot keep the holder
+   out). A name that an active client with another key uses is a conflict. At
+   most ``max_pending`` unproven registrations wait at once.
+2. ``prove_possession``: the client returns the DER ECDSA-SHA256 signature over
+   the challenge bytes. A valid proof spends the challenge, marks the client
+   proven, discards the key's other unproven registrations (they can never be
+   proven now), is recorded in the audit log (``client.proof``) and, with
+   ``auto_approve``, approves the client. A wrong proof is refused and changes
+   nothing: only the key's holder can spend a challenge, so a stranger's junk
+   proof cannot burn it.
+3. ``issue_challenge``: the registrant, showing its registration token, gets a
+   new challenge, which also extends its registration.
+
+Approving a client needs its proof on record (:func:`key_unproven`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hmac
+import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -32,13 +44,21 @@ from phalanx.identity import (
     verify_challenge,
 )
 from phalanx.store import Client, ClientStatus, ConflictError, audit, clients
+from phalanx.store.keys import hash_secret
 from phalanx.store.types import utcnow
-from phalanx_api.errors import InvalidInputError, ProofRejectedError
+from phalanx_api.errors import (
+    InvalidInputError,
+    PermissionDeniedError,
+    ProofRejectedError,
+    RateLimitedError,
+)
 
 #: Random bytes in a challenge.
 CHALLENGE_BYTES = 32
 #: Audit actor of decisions made by a configured policy rather than an operator.
 POLICY_ACTOR = "policy"
+#: Header in which a registrant shows its registration token.
+REGISTRATION_TOKEN_HEADER = "X-Registration-Token"
 
 
 @dataclass(frozen=True)
@@ -52,12 +72,25 @@ class IssuedChallenge:
     challenge : str
         Base64 of the random bytes to sign.
     expires_at : datetime
-        When it stops being accepted.
+        When it stops being accepted (and an unproven registration expires).
     """
 
     client: Client
     challenge: str
     expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Registration(IssuedChallenge):
+    """A new registration: its first challenge, and the registrant's token.
+
+    Attributes
+    ----------
+    registration_token : str
+        Handed out this once; only its SHA-256 is stored.
+    """
+
+    registration_token: str
 
 
 def client_actor(client_id: str) -> str:
@@ -66,40 +99,89 @@ def client_actor(client_id: str) -> str:
 
 
 def register_client(
-    session: Session, *, name: str, public_key: str, challenge_ttl: timedelta
-) -> IssuedChallenge:
-    """Register a client by its public key and hand it a challenge.
+    session: Session,
+    *,
+    name: str,
+    public_key: str,
+    challenge_ttl: timedelta,
+    max_pending: int,
+    now: datetime | None = None,
+) -> Registration:
+    """Register a client by its public key and hand it a challenge and a registration token.
 
     Parameters
     ----------
     session : Session
         The request's session.
     name : str
-        The client's name.
+        The client's name, already checked by :func:`phalanx_api.names.client_name`.
     public_key : str
         PEM or OpenSSH text of a P-256 or P-384 public key.
     challenge_ttl : timedelta
-        How long the challenge is valid.
+        How long the challenge, and the unproven registration, is valid.
+    max_pending : int
+        Most unproven registrations waiting at once.
+    now : datetime, optional
+        The current time; defaults to UTC now.
 
     Returns
     -------
-    IssuedChallenge
-        The pending client and its challenge.
+    Registration
+        The pending client, its challenge and its registration token.
 
     Raises
     ------
     InvalidInputError
         When the key cannot be read or is not EC on P-256 or P-384.
     ConflictError
-        When a client with this key is registered already.
+        When a proven client holds this key, or an active client with another
+        key has this name.
+    RateLimitedError
+        When ``max_pending`` unproven registrations wait already.
     """
     try:
         key = load_public_key(public_key)
     except IdentityError as exc:
         raise InvalidInputError(str(exc), loc=("body", "public_key")) from exc
     fingerprint = public_key_fingerprint(key)
-    client = clients.create_client(
-        session, name=name, public_key=public_key_to_pem(key), fingerprint=fingerprint
+    now = now or utcnow()
+    clients.lock_registrations(session)
+    expired = clients.purge_expired_registrations(session, now=now)
+    if expired:
+        audit.append_audit_for_each(
+            session,
+            actor=POLICY_ACTOR,
+            action="client.expire",
+            target_type="client",
+            target_ids=expired,
+            details={"reason": "registration expired before its key was proven"},
+            now=now,
+        )
+    if clients.find_client_by_fingerprint(session, fingerprint) is not None:
+        raise ConflictError(f"a client with fingerprint {fingerprint!r} is registered already")
+    if clients.name_in_use(session, name, other_than=fingerprint, now=now):
+        raise ConflictError(
+            f"the name {name!r} is used by another client; register under another name"
+        )
+    pending = clients.pending_registrations(session, now=now)
+    if pending.count >= max_pending:
+        wait = (pending.next_expiry - now).total_seconds() if pending.next_expiry else 1.0
+        raise RateLimitedError(
+            f"{pending.count} registrations are waiting for their proof, the most this server "
+            "accepts at once; retry when the first of them expires",
+            retry_after_s=wait,
+        )
+    challenge, token = _new_challenge(), secrets.token_urlsafe(32)
+    expires_at = now + challenge_ttl
+    client = clients.create_registration(
+        session,
+        name=name,
+        public_key=public_key_to_pem(key),
+        fingerprint=fingerprint,
+        challenge=challenge,
+        expires_at=expires_at,
+        token_hash=hash_secret(token),
+        now=now,
     )
     audit.append_audit(
         session,
@@ -108,58 +190,97 @@ def register_client(
         target_type="client",
         target_id=client.id,
         details={"name": name, "fingerprint": fingerprint},
+        now=now,
     )
-    return _issue(session, client, challenge_ttl)
+    return Registration(
+        client=client, challenge=challenge, expires_at=expires_at, registration_token=token
+    )
 
 
 def issue_challenge(
-    session: Session, client_id: str, *, challenge_ttl: timedelta
+    session: Session,
+    client_id: str,
+    registration_token: str | None,
+    *,
+    challenge_ttl: timedelta,
+    now: datetime | None = None,
 ) -> IssuedChallenge:
-    """Hand a pending client a new challenge, replacing any earlier one.
+    """Hand an unproven registration a new challenge, replacing the earlier one.
+
+    The new challenge extends the registration by ``challenge_ttl``.
 
     Raises
     ------
     NotFoundError
         When no client has this id.
+    PermissionDeniedError
+        When ``registration_token`` is not this registration's token.
     ConflictError
-        When the client is not pending.
+        When the client is proven already, no longer pending, or its
+        registration expired.
     """
     client = clients.get_client(session, client_id)
-    if client.status != ClientStatus.PENDING:
-        raise ConflictError(
-            f"client {client_id!r} is {client.status.value}; only pending clients get challenges"
+    expected = client.registration_token_hash
+    if (
+        expected is None
+        or not registration_token
+        or not hmac.compare_digest(expected, hash_secret(registration_token))
+    ):
+        raise PermissionDeniedError(
+            "only the registrant may ask for a new challenge: send the registration_token "
+            f"of the registration's answer in the {REGISTRATION_TOKEN_HEADER} header "
+            "(or register again)"
         )
-    return _issue(session, client, challenge_ttl)
-
-
-def _issue(session: Session, client: Client, challenge_ttl: timedelta) -> IssuedChallenge:
-    challenge = base64.b64encode(new_challenge(CHALLENGE_BYTES)).decode("ascii")
-    expires_at = utcnow() + challenge_ttl
-    clients.set_challenge(session, client.id, challenge, expires_at=expires_at)
+    clients.lock_registrations(session)
+    client = clients.lock_client(session, client_id)
+    if client.proven_at is not None or client.status != ClientStatus.PENDING:
+        raise ConflictError(
+            f"client {client_id!r} is {client.status.value} and "
+            f"{'proven' if client.proven_at else 'unproven'}; only a pending registration "
+            "that has not proven its key gets challenges"
+        )
+    now = now or utcnow()
+    if client.challenge_expires_at is None or client.challenge_expires_at <= now:
+        raise ConflictError(
+            f"the registration of client {client_id!r} expired before its key was proven; "
+            "register again"
+        )
+    challenge, expires_at = _new_challenge(), now + challenge_ttl
+    clients.set_challenge(session, client_id, challenge, expires_at=expires_at)
     return IssuedChallenge(client=client, challenge=challenge, expires_at=expires_at)
 
 
+def _new_challenge() -> str:
+    return base64.b64encode(new_challenge(CHALLENGE_BYTES)).decode("ascii")
+
+
 def prove_possession(
-    session: Session, client_id: str, signature: str, *, auto_approve: bool
+    session: Session,
+    client_id: str,
+    signature: str,
+    *,
+    auto_approve: bool,
+    now: datetime | None = None,
 ) -> Client:
-    """Check a client's signature over its challenge; spend the challenge either way.
+    """Check a client's signature over its challenge; a valid one proves the client.
 
     Parameters
     ----------
     session : Session
-        The request's session; commit it even when this raises
-        :class:`ProofRejectedError`, so the challenge stays spent.
+        The request's session.
     client_id : str
         The client.
     signature : str
         Base64 of the DER ECDSA-SHA256 signature over the decoded challenge bytes.
     auto_approve : bool
         Approve a pending client once its proof is valid.
+    now : datetime, optional
+        The current time; defaults to UTC now.
 
     Returns
     -------
     Client
-        The client, approved if ``auto_approve`` and it was pending.
+        The client, proven, and approved if ``auto_approve`` and it was pending.
 
     Raises
     ------
@@ -167,37 +288,65 @@ def prove_possession(
         When no client has this id.
     ProofRejectedError
         When there is no live challenge, the signature is not base64, or it
-        does not verify.
+        does not verify; nothing is changed then.
+    ConflictError
+        When another registration of the same key was proven first.
     """
+    now = now or utcnow()
     client = clients.get_client(session, client_id)
-    challenge = clients.take_challenge(session, client_id)
+    challenge = clients.live_challenge(session, client_id, now=now)
     if challenge is None:
+        if client.proven_at is not None:
+            raise ProofRejectedError(
+                f"client {client_id!r} has proven its key already; there is nothing to sign"
+            )
         raise ProofRejectedError(
-            f"client {client_id!r} has no live challenge (none issued, spent, or expired); "
-            f"get a new one with POST /api/v1/clients/{client_id}/challenge"
+            f"client {client_id!r} has no live challenge (it expired): register again, or "
+            f"ask for a new one in time with POST /api/v1/clients/{client_id}/challenge "
+            f"and the registration's {REGISTRATION_TOKEN_HEADER}"
         )
     try:
         signature_bytes = base64.b64decode(signature, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ProofRejectedError(
-            "signature is not valid base64; the challenge is spent, get a new one"
+            "signature is not valid base64; the challenge stays valid until it expires"
         ) from exc
     key = load_public_key(client.public_key)
     if not verify_challenge(key, base64.b64decode(challenge), signature_bytes):
         raise ProofRejectedError(
             "signature does not verify against the client's public key "
             "(expected base64 of the DER ECDSA-SHA256 signature over the decoded challenge "
-            "bytes); the challenge is spent, get a new one"
+            "bytes); the challenge stays valid until it expires"
         )
+    # Registrations, proofs and new challenges take this lock first, then rows: no deadlock.
+    clients.lock_registrations(session)
+    if clients.lock_client(session, client_id).challenge != challenge:
+        raise ProofRejectedError(
+            "the challenge changed while the proof was checked (a new one was issued, or "
+            "another proof came first); sign the current challenge"
+        )
+    clients.mark_proven(session, client_id, now=now)
+    discarded = clients.discard_rival_registrations(session, client.fingerprint, keep=client_id)
     audit.append_audit(
         session,
         actor=client_actor(client_id),
         action="client.proof",
         target_type="client",
         target_id=client_id,
+        now=now,
     )
+    if discarded:
+        audit.append_audit_for_each(
+            session,
+            actor=POLICY_ACTOR,
+            action="client.discard",
+            target_type="client",
+            target_ids=discarded,
+            details={"reason": f"its key was proven by client {client_id}"},
+            now=now,
+        )
     if auto_approve and client.status == ClientStatus.PENDING:
-        clients.set_client_status(session, client_id, ClientStatus.APPROVED)
+        clients.set_client_status(session, client_id, ClientStatus.APPROVED, now=now)
         audit.append_audit(
             session,
             actor=POLICY_ACTOR,
@@ -205,6 +354,7 @@ def prove_possession(
             target_type="client",
             target_id=client_id,
             details={"from": "pending", "to": "approved", "reason": "auto-approve on proof"},
+            now=now,
         )
     return client
 
@@ -213,12 +363,10 @@ def key_unproven(session: Session, client_id: str) -> bool:
     """Whether the client registered through the API and never proved it holds its key.
 
     Clients created otherwise (simulated workers) are trusted on creation.
+
+    Raises
+    ------
+    NotFoundError
+        When no client has this id.
     """
-
-    def recorded(action: str) -> bool:
-        entries = audit.list_audit(
-            session, action=action, target_type="client", target_id=client_id, limit=1
-        )
-        return len(entries) > 0
-
-    return recorded("client.register") and not recorded("client.proof")
+    return clients.get_client(session, client_id).proven_at is None

@@ -25,6 +25,7 @@ from pydantic import (
 
 from phalanx.config import RunConfig
 from phalanx.store import ClientStatus, ReviewStatus, Role, RunStatus, Severity
+from phalanx_api.names import MAX_CLIENT_NAME, client_name
 
 #: Longest page any listing returns.
 MAX_PAGE_SIZE = 500
@@ -54,6 +55,18 @@ Name = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
     AfterValidator(storable_text),
+]
+#: A client's name, as it registers: see :mod:`phalanx_api.names` for the rules.
+ClientName = Annotated[
+    str,
+    Field(
+        max_length=4 * MAX_CLIENT_NAME,
+        description=(
+            f"At most {MAX_CLIENT_NAME} characters once trimmed; no control, format, "
+            "bidirectional or invisible characters; unique among active clients."
+        ),
+    ),
+    AfterValidator(client_name),
 ]
 #: Free text from an operator, such as a review note.
 Note = Annotated[str, StringConstraints(max_length=2000), AfterValidator(storable_text)]
@@ -97,7 +110,7 @@ class ValidationErrorOut(BaseModel):
 class ClientRegistrationIn(_In):
     """A client's request to join: its name and its EC public key."""
 
-    name: Name
+    name: ClientName
     public_key: str = Field(
         min_length=1,
         max_length=8192,
@@ -111,10 +124,19 @@ class ClientRegistrationOut(BaseModel):
     id: str
     status: ClientStatus
     challenge: str = Field(description="Base64 of random bytes; sign the decoded bytes.")
+    expires_at: datetime = Field(
+        description="When the challenge expires, and the registration with it unless proven."
+    )
+    registration_token: str = Field(
+        description=(
+            "Secret of this registration: send it as X-Registration-Token to "
+            "POST /clients/{id}/challenge for a new challenge. Only its hash is stored."
+        )
+    )
 
 
 class ChallengeOut(BaseModel):
-    """A fresh challenge for a client that has not proven its key yet."""
+    """A fresh challenge for a registration that has not proven its key yet."""
 
     id: str
     challenge: str = Field(description="Base64 of random bytes; sign the decoded bytes.")
@@ -154,6 +176,9 @@ class ClientOut(_Out):
     status: ClientStatus
     flower_node_id: str | None = Field(
         description="Unsigned 64-bit Flower node id, as decimal text (beyond JSON's safe integers)."
+    )
+    proven_at: datetime | None = Field(
+        description="When the client proved it holds its key; null while unproven."
     )
     created_at: datetime
     approved_at: datetime | None

@@ -38,7 +38,24 @@ class ApiSettings(Settings):
         default=1024 * 1024, ge=1024, description="Largest request body accepted (413 above)."
     )
     challenge_ttl_s: int = Field(
-        default=600, ge=1, description="Seconds a registration challenge stays valid."
+        default=600,
+        ge=1,
+        description="Seconds a registration challenge, and an unproven registration, stays valid.",
+    )
+    registration_per_minute: int = Field(
+        default=30,
+        ge=1,
+        description="Client registrations one address may make per minute (429 beyond).",
+    )
+    max_pending_clients: int = Field(
+        default=1000,
+        ge=1,
+        description="Most unproven registrations waiting for their proof at once (429 beyond).",
+    )
+    login_per_minute: int = Field(
+        default=10,
+        ge=1,
+        description="Failed dashboard logins per minute, per address and per key prefix.",
     )
     session_max_age_s: int = Field(
         default=8 * 3600, ge=60, description="Seconds a dashboard session lasts."
@@ -46,7 +63,10 @@ class ApiSettings(Settings):
     session_cookie: str = Field(default="phalanx_session", pattern=r"^[A-Za-z0-9_\-]+$")
     cookie_secure: bool = Field(
         default=False,
-        description="Send the session cookie over HTTPS only; turn on behind TLS.",
+        description=(
+            "Mark the dashboard's cookies Secure (sent over HTTPS only) whatever the request's "
+            "scheme; they are Secure anyway on requests that arrive over HTTPS."
+        ),
     )
     api_allow_attacks: bool = Field(
         default=False,

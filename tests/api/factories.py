@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import re
+import uuid
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx import identity
@@ -22,6 +26,10 @@ from phalanx.store import (
     rounds,
     runs,
 )
+from phalanx_api.context import app_context
+from phalanx_api.main import create_app
+from phalanx_api.ratelimit import RateLimits
+from phalanx_api.settings import ApiSettings
 
 with warnings.catch_warnings():  # starlette prefers httpx2; httpx is what is installed
     warnings.simplefilter("ignore")
@@ -33,6 +41,34 @@ __all__ = ["TestClient"]
 GARBAGE_SECRET = "phx_" + "A" * 43
 #: Who calls, in the authorization matrix.
 CALLERS = ("none", "garbage", "revoked", "viewer", "operator", "admin")
+
+
+class FakeClock:
+    """The monotonic clock the rate limits read, moved by hand (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def limited_app(settings: ApiSettings, clock: FakeClock, **limits: int) -> FastAPI:
+    """An app whose settings take ``limits`` (e.g. ``login_per_minute=3``), on ``clock``."""
+    app = create_app(settings.model_copy(update=limits))
+    context = app_context(app)
+    app.state.phalanx = dataclasses.replace(
+        context,
+        limits=RateLimits.of(
+            registration_per_minute=context.settings.registration_per_minute,
+            login_per_minute=context.settings.login_per_minute,
+            clock=clock,
+        ),
+    )
+    return app
 
 
 def bearer(secret: str) -> dict[str, str]:
@@ -70,6 +106,23 @@ def make_keys(sessions: sessionmaker[Session]) -> Keys:
     return Keys(revoked=revoked.secret, **made)
 
 
+def login_form_token(client: TestClient) -> str:
+    """GET the login form (which sets its cookie); return the form's CSRF token."""
+    form = client.get("/login")
+    assert form.status_code == 200, form.text
+    match = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+    assert match, "the login form carries a CSRF token"
+    return match.group(1)
+
+
+def post_login(client: TestClient, secret: str, next_: str | None = None) -> Any:
+    """Log in through the form as a browser does (GET it, then POST it); return the answer."""
+    data = {"api_key": secret, "csrf_token": login_form_token(client)}
+    if next_ is not None:
+        data["next"] = next_
+    return client.post("/login", data=data, follow_redirects=False)
+
+
 def public_key_text(key: identity.PrivateKey, form: str) -> str:
     """The public half of ``key`` as "pem" or "openssh" text."""
     if form == "pem":
@@ -83,17 +136,25 @@ def sign_b64(key: identity.PrivateKey, challenge_b64: str) -> str:
     return base64.b64encode(signature).decode("ascii")
 
 
-def register(client: TestClient, key: identity.PrivateKey, name: str = "worker") -> dict[str, Any]:
-    """POST /clients with the key's PEM; return the 201 body."""
+def unique_name(stem: str = "worker") -> str:
+    """A client name no other test uses (names are unique among active clients)."""
+    return f"{stem}-{uuid.uuid4().hex[:12]}"
+
+
+def register(
+    client: TestClient, key: identity.PrivateKey, name: str | None = None
+) -> dict[str, Any]:
+    """POST /clients with the key's PEM (and a unique name unless given); return the 201 body."""
     response = client.post(
-        "/api/v1/clients", json={"name": name, "public_key": public_key_text(key, "pem")}
+        "/api/v1/clients",
+        json={"name": name or unique_name(), "public_key": public_key_text(key, "pem")},
     )
     assert response.status_code == 201, response.text
     body: dict[str, Any] = response.json()
     return body
 
 
-def register_and_prove(client: TestClient, name: str = "worker") -> str:
+def register_and_prove(client: TestClient, name: str | None = None) -> str:
     """Register a fresh P-256 key and prove it; return the client id."""
     key = identity.generate_private_key("P-256")
     registered = register(client, key, name)

@@ -11,15 +11,22 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.store import runs
 from phalanx_api.deps import SessionDep, ViewerDep
-from phalanx_api.errors import BadRequestError, ProofRejectedError
+from phalanx_api.errors import BadRequestError
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
 from tests.api.factories import Keys, TestClient, make_keys
 
+
+class KeepingError(BadRequestError):
+    """An error whose request's writes stand."""
+
+    keep_changes = True
+
+
 OUTCOMES = {
     "ok": None,
     "error": BadRequestError("refused after writing"),
-    "error keeping changes": ProofRejectedError("refused, but the write stands"),
+    "error keeping changes": KeepingError("refused, but the write stands"),
 }
 
 

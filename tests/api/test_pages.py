@@ -19,6 +19,7 @@ import torch
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx import identity
 from phalanx.assignment import bibd_assignment
 from phalanx.detection import Replica, detect, payload_digest
 from phalanx.store import (
@@ -37,7 +38,15 @@ from phalanx.store import dashboard as queries
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
 from tests.api.conftest import settings_for
-from tests.api.factories import Keys, TestClient, make_keys, seed_client
+from tests.api.factories import (
+    Keys,
+    TestClient,
+    make_keys,
+    post_login,
+    register,
+    register_and_prove,
+    seed_client,
+)
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
 LIARS = (2, 5)
@@ -144,7 +153,7 @@ def keys_(sessions: sessionmaker[Session]) -> Keys:
 
 def log_in(client: TestClient, secret: str) -> str:
     """Log the test client in; return the page's CSRF token."""
-    response = client.post("/login", data={"api_key": secret}, follow_redirects=False)
+    response = post_login(client, secret)
     assert response.status_code == 303, response.text
     page = client.get("/", headers=HTML)
     match = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
@@ -324,6 +333,25 @@ def test_clients_show_their_events_and_operators_change_their_status(
         f"/clients/{liar}/ban", data={"csrf_token": token}, headers=HTML, follow_redirects=False
     )
     assert again.status_code == 409 and "it is banned" in again.text
+
+
+def test_an_unproven_registration_is_marked_and_offers_no_approval(
+    client: TestClient, keys_: Keys
+) -> None:
+    key = identity.generate_private_key("P-256")
+    unproven = register(client, key)
+    proven = register_and_prove(client)
+    log_in(client, keys_.operator)
+    page = client.get("/clients?status=pending", headers=HTML).text
+
+    def row(client_id: str) -> str:
+        found = page[page.index(f'data-client="{client_id}"') :]
+        return found[: found.index("</tr>")]
+
+    assert "key not proven yet" in row(unproven["id"])
+    assert re.findall(r'data-action="(\w+)"', row(unproven["id"])) == ["suspend", "ban"]
+    assert "key not proven yet" not in row(proven)
+    assert re.findall(r'data-action="(\w+)"', row(proven)) == ["approve", "suspend", "ban"]
 
 
 def test_a_viewer_gets_no_buttons_and_cannot_post_the_forms(

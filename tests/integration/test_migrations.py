@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import Connection, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from phalanx.store import Base, make_engine
 from phalanx.store.migrate import (
@@ -27,6 +29,8 @@ from phalanx.store.migrate import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+T1 = datetime(2026, 1, 2, tzinfo=UTC)
 TABLES = {
     "clients",
     "operator_keys",
@@ -35,6 +39,7 @@ TABLES = {
     "detection_events",
     "checkpoints",
     "audit_log",
+    "operator_sessions",
 }
 
 
@@ -140,6 +145,61 @@ def test_a_failing_migration_leaves_the_database_untouched(
 
     assert current_revision(database_url) is None
     assert table_names(database_url) == set()
+
+
+def _insert_client(
+    connection: Connection, client_id: str, fingerprint: str, at: datetime = T0
+) -> None:
+    connection.execute(
+        text(
+            "INSERT INTO clients (id, name, public_key, fingerprint, status, created_at) "
+            "VALUES (:id, :id, 'pem', :fingerprint, 'pending', :at)"
+        ),
+        {"id": client_id, "fingerprint": fingerprint, "at": at},
+    )
+
+
+def _audit(connection: Connection, client_id: str, action: str) -> None:
+    connection.execute(
+        text(
+            "INSERT INTO audit_log (at, actor, action, target_type, target_id) "
+            "VALUES (:at, 'test', :action, 'client', :id)"
+        ),
+        {"at": T1, "action": action, "id": client_id},
+    )
+
+
+def test_registration_proofs_are_carried_over_and_undone(database_url: str) -> None:
+    upgrade(database_url, "0002_event_indexes")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            _insert_client(connection, "simulated", "f-sim")  # created trusted
+            _insert_client(connection, "proven", "f-proven")
+            _audit(connection, "proven", "client.register")
+            _audit(connection, "proven", "client.proof")
+            _insert_client(connection, "unproven", "f-unproven")
+            _audit(connection, "unproven", "client.register")
+
+        upgrade(database_url)
+        with engine.begin() as connection:
+            proven = dict(connection.execute(text("SELECT id, proven_at FROM clients")).all())
+            assert {k: v is not None for k, v in proven.items()} == {
+                "simulated": True,
+                "proven": True,
+                "unproven": False,
+            }
+            # Unproven registrations of a key may now coexist; proven ones may not.
+            _insert_client(connection, "later", "f-unproven", T1)
+        with pytest.raises(IntegrityError), engine.begin() as connection:
+            connection.execute(text("UPDATE clients SET proven_at = created_at"))
+
+        downgrade(database_url, "0002_event_indexes")
+        with engine.begin() as connection:
+            left = {row[0] for row in connection.execute(text("SELECT id FROM clients"))}
+        assert left == {"simulated", "proven", "unproven"}  # the later duplicate goes
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture

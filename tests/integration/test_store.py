@@ -646,23 +646,25 @@ def test_touching_a_client_records_when_and_under_which_node_it_was_seen(
     assert (seen.last_seen_at, seen.flower_node_id) == (T0, 12345)
 
 
-def test_a_challenge_is_handed_out_once(db_session: Session) -> None:
+def test_a_challenge_lives_until_the_client_is_proven(db_session: Session) -> None:
     client_id = new_client(db_session, "edge-1")
     clients.set_challenge(
         db_session, client_id, "Y2hhbGxlbmdl", expires_at=T0 + timedelta(minutes=5)
     )
 
-    first = clients.take_challenge(db_session, client_id, now=T0)
-    second = clients.take_challenge(db_session, client_id, now=T0)
+    first = clients.live_challenge(db_session, client_id, now=T0)
+    second = clients.live_challenge(db_session, client_id, now=T0)
+    clients.mark_proven(db_session, client_id, now=T0)
 
-    assert (first, second) == ("Y2hhbGxlbmdl", None)
+    assert (first, second) == ("Y2hhbGxlbmdl", "Y2hhbGxlbmdl")
+    assert clients.live_challenge(db_session, client_id, now=T0) is None
 
 
 def test_an_expired_challenge_is_not_handed_out(db_session: Session) -> None:
     client_id = new_client(db_session, "edge-1")
     clients.set_challenge(db_session, client_id, "Y2hhbGxlbmdl", expires_at=T0)
 
-    assert clients.take_challenge(db_session, client_id, now=T0 + timedelta(seconds=1)) is None
+    assert clients.live_challenge(db_session, client_id, now=T0 + timedelta(seconds=1)) is None
 
 
 # --- detection events ---------------------------------------------------------------------

@@ -35,6 +35,7 @@ TITLES = {
     409: "Already done, or not possible now",
     413: "Too large",
     422: "Invalid input",
+    429: "Too many requests",
     503: "The database is unavailable",
 }
 
@@ -92,9 +93,16 @@ def _for_browsers(handler: Handler, templates: Jinja2Templates) -> Handler:
                 "detail": _detail(response),
             },
             status_code=response.status_code,
+            headers=_kept_headers(response),
         )
 
     return handle
+
+
+def _kept_headers(response: Response) -> dict[str, str]:
+    """Return the headers of the JSON answer a page keeps (``Retry-After``, ...), not its body's."""
+    dropped = {"content-type", "content-length"}
+    return {k: v for k, v in response.headers.items() if k.lower() not in dropped}
 
 
 def _detail(response: Response) -> str:

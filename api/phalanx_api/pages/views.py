@@ -430,9 +430,17 @@ class ClientsPage:
     next_offset: int | None
 
 
-def actions_for(status: ClientStatus) -> tuple[ClientAction, ...]:
-    """Return the actions that apply to a client in ``status``, in menu order."""
-    return tuple(action for action, (sources, _) in CLIENT_TRANSITIONS.items() if status in sources)
+def actions_for(status: ClientStatus, *, proven: bool = True) -> tuple[ClientAction, ...]:
+    """Return the actions that apply to a client in ``status``, in menu order.
+
+    A client that has not proven it holds its key cannot be approved (nor
+    reinstated, which approves it), so it is offered neither.
+    """
+    return tuple(
+        action
+        for action, (sources, target) in CLIENT_TRANSITIONS.items()
+        if status in sources and (proven or target != ClientStatus.APPROVED)
+    )
 
 
 def clients_page(
@@ -458,7 +466,10 @@ def clients_page(
     shown = found[:limit]
     counts = queries.event_counts_by_client(session, [c.id for c in shown])
     return ClientsPage(
-        rows=tuple(ClientRow(c, counts[c.id], actions_for(c.status)) for c in shown),
+        rows=tuple(
+            ClientRow(c, counts[c.id], actions_for(c.status, proven=c.proven_at is not None))
+            for c in shown
+        ),
         status=status,
         by_status=clients_by_status(session),
         offset=offset,

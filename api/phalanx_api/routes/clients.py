@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Header, Request
 from sqlalchemy.orm import Session
 
 from phalanx.store import ClientStatus, clients
 from phalanx_api import actions, registration
 from phalanx_api.actions import ClientAction
 from phalanx_api.auth import Principal
-from phalanx_api.deps import OperatorDep, SessionDep, SettingsDep, ViewerDep
+from phalanx_api.deps import ContextDep, OperatorDep, SessionDep, SettingsDep, ViewerDep
+from phalanx_api.errors import RateLimitedError
 from phalanx_api.paths import API_PREFIX
-from phalanx_api.responses import BAD_REQUEST, CONFLICT, NOT_FOUND, UNAUTHORIZED, documented
+from phalanx_api.ratelimit import address_key, retry_after
+from phalanx_api.responses import (
+    BAD_REQUEST,
+    CONFLICT,
+    NOT_FOUND,
+    NOT_REGISTRANT,
+    TOO_MANY,
+    UNAUTHORIZED,
+    documented,
+)
 from phalanx_api.routes.params import Limit, Offset
 from phalanx_api.schemas import (
     DEFAULT_PAGE_SIZE,
@@ -31,42 +42,91 @@ from phalanx_api.schemas import (
 router = APIRouter(prefix=f"{API_PREFIX}/clients", tags=["clients"])
 
 
-@router.post("", status_code=201, responses=CONFLICT)
+async def take_registration_slot(request: Request, context: ContextDep) -> None:
+    """Count a registration against its address's budget (``registration_per_minute``).
+
+    Raises
+    ------
+    RateLimitedError
+        When the address has used its budget for now.
+    """
+    host = request.client.host if request.client is not None else None
+    wait = context.limits.registration.acquire(address_key(host))
+    if wait is not None:
+        per_minute = context.settings.registration_per_minute
+        raise RateLimitedError(
+            f"too many registrations from this address (at most {per_minute} a minute); "
+            f"retry in {retry_after(wait)} s",
+            retry_after_s=wait,
+        )
+
+
+RegistrationSlot = Annotated[None, Depends(take_registration_slot)]
+RegistrationToken = Annotated[
+    str | None,
+    Header(
+        alias=registration.REGISTRATION_TOKEN_HEADER,
+        max_length=200,
+        description="The registration_token of the registration's answer.",
+    ),
+]
+
+
+@router.post("", status_code=201, responses=documented(CONFLICT, TOO_MANY))
 def register_client(
-    body: ClientRegistrationIn, db: SessionDep, settings: SettingsDep
+    body: ClientRegistrationIn, db: SessionDep, settings: SettingsDep, _: RegistrationSlot
 ) -> ClientRegistrationOut:
     """Register a client by its EC public key; answer its id and a challenge to sign.
 
     No API key needed: a client proves itself by signing the challenge
-    (``POST /clients/{id}/proof``), then an operator approves it.
+    (``POST /clients/{id}/proof``), then an operator approves it. The registration
+    expires with its challenge unless proven. A key that only unproven registrations
+    hold can be registered again (a stranger may have sent someone else's public key);
+    one that a proven client holds cannot. Limited per address
+    (``registration_per_minute``) and in total (``max_pending_clients`` unproven).
     """
     issued = registration.register_client(
         db,
         name=body.name,
         public_key=body.public_key,
         challenge_ttl=timedelta(seconds=settings.challenge_ttl_s),
+        max_pending=settings.max_pending_clients,
     )
     return ClientRegistrationOut(
-        id=issued.client.id, status=issued.client.status, challenge=issued.challenge
+        id=issued.client.id,
+        status=issued.client.status,
+        challenge=issued.challenge,
+        expires_at=issued.expires_at,
+        registration_token=issued.registration_token,
     )
 
 
-@router.post("/{client_id}/proof", responses=documented(BAD_REQUEST, NOT_FOUND))
+@router.post("/{client_id}/proof", responses=documented(BAD_REQUEST, NOT_FOUND, CONFLICT))
 def prove_key(
     client_id: UUID, body: ProofIn, db: SessionDep, settings: SettingsDep
 ) -> ClientStatusOut:
-    """Prove possession of the key: the signature over the challenge. Spends the challenge."""
+    """Prove possession of the key: the signature over the challenge.
+
+    A valid proof spends the challenge and discards the key's other unproven
+    registrations; a wrong one changes nothing.
+    """
     client = registration.prove_possession(
         db, str(client_id), body.signature, auto_approve=settings.auto_approve_clients
     )
     return ClientStatusOut(id=client.id, status=client.status)
 
 
-@router.post("/{client_id}/challenge", status_code=201, responses=documented(NOT_FOUND, CONFLICT))
-def new_challenge(client_id: UUID, db: SessionDep, settings: SettingsDep) -> ChallengeOut:
-    """Give a pending client a new challenge (the last one expired or was spent)."""
+@router.post(
+    "/{client_id}/challenge",
+    status_code=201,
+    responses=documented(NOT_REGISTRANT, NOT_FOUND, CONFLICT),
+)
+def new_challenge(
+    client_id: UUID, db: SessionDep, settings: SettingsDep, token: RegistrationToken = None
+) -> ChallengeOut:
+    """Give an unproven registration a new challenge, extending it; needs its registration token."""
     issued = registration.issue_challenge(
-        db, str(client_id), challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)
+        db, str(client_id), token, challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)
     )
     return ChallengeOut(
         id=issued.client.id, challenge=issued.challenge, expires_at=issued.expires_at

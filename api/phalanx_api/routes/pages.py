@@ -35,17 +35,6 @@ from phalanx_api.schemas import Note
 
 router = APIRouter(include_in_schema=False)
 
-#: Content-Security-Policy of every page: the app's own files only, no inline script.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
-    "object-src 'none'"
-)
-PAGE_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "Referrer-Policy": "same-origin",
-    "X-Content-Type-Options": "nosniff",
-}
 #: Seconds between two polls of a live run page.
 POLL_SECONDS = 3
 
@@ -86,7 +75,7 @@ def _render(
         "open_events": views.open_event_count(db),
         **values,
     }
-    return context.templates.TemplateResponse(request, template, page, headers=PAGE_HEADERS)
+    return context.templates.TemplateResponse(request, template, page)
 
 
 def _back(target: str | None, **params: object) -> str:
@@ -143,9 +132,7 @@ def run_panels(
         "can_act": role_allows(user.role, Role.OPERATOR),
         "distance_note": DISTANCE_NOTE,
     }
-    return context.templates.TemplateResponse(
-        request, "_run_panels.html", values, headers=PAGE_HEADERS
-    )
+    return context.templates.TemplateResponse(request, "_run_panels.html", values)
 
 
 @router.get("/runs/{run_id}/progress")

@@ -59,6 +59,32 @@ def append_audit(
     return entry
 
 
+def append_audit_for_each(
+    session: Session,
+    *,
+    actor: str,
+    action: str,
+    target_type: str,
+    target_ids: Sequence[str],
+    details: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Append one entry per target, all alike, in one flush (see :func:`append_audit`)."""
+    at = now or utcnow()
+    session.add_all(
+        AuditEntry(
+            at=at,
+            actor=actor,
+            action=action,
+            target_type=target_type,
+            target_id=target_id,
+            details=details,
+        )
+        for target_id in target_ids
+    )
+    session.flush()
+
+
 def list_audit(
     session: Session,
     *,

@@ -1,9 +1,13 @@
-"""Operator API keys: created once, stored only as a SHA-256 hash, revocable.
+"""Operator API keys: created once, stored only as a SHA-256 hash, revocable; their sessions.
 
 A secret looks like ``phx_`` followed by 43 URL-safe characters (256 random
 bits), so a plain SHA-256 is enough to store it: there is nothing to brute
 force, and looking the hash up leaks nothing useful about the secret through
 timing. Its first characters (the ``prefix``) are kept to tell keys apart.
+
+A dashboard login with a key is a session: a random secret (carried by the
+browser's cookie) whose SHA-256 is stored with the key and an expiry. Logging
+out deletes it; revoking the key deletes all of its sessions.
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from phalanx.store.errors import NotFoundError
-from phalanx.store.models import OperatorKey, Role
+from phalanx.store.models import OperatorKey, OperatorSession, Role
 from phalanx.store.types import utcnow
 
 SECRET_PREFIX = "phx_"
@@ -174,4 +178,67 @@ def revoke_key(session: Session, key_id: str, *, now: datetime | None = None) ->
     if key.revoked_at is None:
         key.revoked_at = now or utcnow()
         session.flush()
+    session.execute(delete(OperatorSession).where(OperatorSession.key_id == key_id))
     return key
+
+
+def start_session(
+    session: Session, key_id: str, *, lifetime: timedelta, now: datetime | None = None
+) -> str:
+    """Open a dashboard session for a key; return its secret, for the cookie only.
+
+    Sessions of any key that have expired are deleted on the way (an indexed
+    range delete), so the table holds only live sessions and the few since
+    the last login.
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session.
+    key_id : str
+        The key that logged in.
+    lifetime : timedelta
+        How long the session lasts.
+    now : datetime, optional
+        The current time; defaults to UTC now.
+
+    Returns
+    -------
+    str
+        The session secret (256 random bits); only its SHA-256 is stored.
+    """
+    now = now or utcnow()
+    session.execute(delete(OperatorSession).where(OperatorSession.expires_at <= now))
+    secret = secrets.token_urlsafe(32)
+    session.add(
+        OperatorSession(
+            id=hash_secret(secret), key_id=key_id, created_at=now, expires_at=now + lifetime
+        )
+    )
+    session.flush()
+    return secret
+
+
+def session_key(
+    session: Session, secret: str, *, now: datetime | None = None
+) -> OperatorKey | None:
+    """Return the live key of a live session, or ``None``.
+
+    ``None`` when no session has this secret (never opened, logged out, or the
+    key revoked), when it expired, or when its key was revoked.
+    """
+    query = (
+        select(OperatorKey)
+        .join(OperatorSession, OperatorSession.key_id == OperatorKey.id)
+        .where(
+            OperatorSession.id == hash_secret(secret),
+            OperatorSession.expires_at > (now or utcnow()),
+            OperatorKey.revoked_at.is_(None),
+        )
+    )
+    return session.scalars(query).first()
+
+
+def end_session(session: Session, secret: str) -> None:
+    """End the session with this secret (nothing happens if it is over already)."""
+    session.execute(delete(OperatorSession).where(OperatorSession.id == hash_secret(secret)))

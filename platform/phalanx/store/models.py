@@ -26,6 +26,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
@@ -112,15 +113,35 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+#: Rows that hold their key: the fingerprint is unique among them only.
+PROVEN = text("proven_at IS NOT NULL")
+
+
 class Client(Base):
-    """A worker that registered its public key; simulated workers are clients too."""
+    """A worker that registered its public key; simulated workers are clients too.
+
+    A client registered through the API is *unproven* (``proven_at`` null) until
+    it signs its challenge; it expires with that challenge. Its key's fingerprint
+    is unique among proven clients only, so a stranger who registers someone
+    else's public key first never blocks the key's holder. Clients the platform
+    creates itself (simulated workers) are proven on creation.
+    """
 
     __tablename__ = "clients"
+    __table_args__ = (
+        Index(
+            "ix_clients_fingerprint_proven",
+            "fingerprint",
+            unique=True,
+            sqlite_where=PROVEN,
+            postgresql_where=PROVEN,
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_new_id)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200), index=True)
     public_key: Mapped[str] = mapped_column(Text, doc="PEM-encoded public key.")
-    fingerprint: Mapped[str] = mapped_column(String(128), unique=True)
+    fingerprint: Mapped[str] = mapped_column(String(128))
     status: Mapped[ClientStatus] = mapped_column(
         _string_enum(ClientStatus, "client_status"), default=ClientStatus.PENDING, index=True
     )
@@ -128,7 +149,17 @@ class Client(Base):
     challenge: Mapped[str | None] = mapped_column(
         String(256), doc="Base64 challenge awaiting a proof of possession."
     )
-    challenge_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    challenge_expires_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime, doc="When the challenge, and with it an unproven registration, expires."
+    )
+    registration_token_hash: Mapped[str | None] = mapped_column(
+        String(64), doc="SHA-256 of the token that lets the registrant ask for a new challenge."
+    )
+    proven_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime,
+        default=utcnow,
+        doc="When the client proved it holds its key; null while a registration is unproven.",
+    )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -147,6 +178,21 @@ class OperatorKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class OperatorSession(Base):
+    """A dashboard login: the cookie names it, logging out or revoking the key deletes it."""
+
+    __tablename__ = "operator_sessions"
+
+    id: Mapped[str] = mapped_column(
+        String(64), primary_key=True, doc="SHA-256 of the session secret the cookie carries."
+    )
+    key_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("operator_keys.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class Run(Base):
