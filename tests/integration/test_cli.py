@@ -144,7 +144,7 @@ def test_a_run_whose_workers_all_fail_exits_non_zero_with_one_line(tmp_path: Pat
     result = _phalanx("run", str(config), "--format", "json", env=_env(tmp_path))
     assert result.returncode == 1, result.stderr
     assert result.stdout == ""
-    (line,) = [l for l in result.stderr.splitlines() if "failed" in l and "run " in l]
+    (line,) = [s for s in result.stderr.splitlines() if "failed" in s and "run " in s]
     assert "round 1: 7 of 7 workers failed with the same error: NonFiniteUpdateError" in line
     assert "Traceback" not in result.stderr
     with _sessions(tmp_path)() as session:
