@@ -92,16 +92,16 @@ class FakeEntropyDecoderSpy:
 
     def __init__(self) -> None:
         self.requested = 0
-        self.real = coder_module._pop
+        self.real = coder_module._Stream
 
-    def __call__(self, coder, frequencies, size):
+    def __call__(self, coder, frequencies, values, size):
         self.requested += size
-        return self.real(coder, frequencies, size)
+        return self.real(coder, frequencies, values, size)
 
 
 def _decode_checked(data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     spy = FakeEntropyDecoderSpy()
-    monkeypatch.setattr(coder_module, "_pop", spy)
+    monkeypatch.setattr(coder_module, "_Stream", spy)
     try:
         out = decode_update_flat(data, layers_spec=LAYOUT, history=HISTORY, config=ANY_CONFIG)
     except CodecError:
