@@ -228,10 +228,14 @@ class LayerTable:
             return np.ones(1, dtype=np.int64)
         reader = Reader(self.data)
         reader.pos = table.offset
-        frequencies = np.empty(table.alphabet, dtype=np.int64)
-        for start in range(0, table.alphabet, _PARSE):
-            chunk = frequencies[start : start + _PARSE]
-            chunk[:] = reader.varints(chunk.size, f"{name}: frequencies")
+        what = f"{name}: frequencies"
+        if table.alphabet <= _PARSE:
+            frequencies = reader.varints(table.alphabet, what)
+        else:
+            frequencies = np.empty(table.alphabet, dtype=np.int64)
+            for start in range(0, table.alphabet, _PARSE):
+                chunk = frequencies[start : start + _PARSE]
+                chunk[:] = reader.varints(chunk.size, what)
         if int(frequencies.max()) > MAX_FREQUENCY or int(frequencies.sum()) == 0:
             raise CodecError(f"layer {name!r}: invalid frequency table")
         return frequencies
