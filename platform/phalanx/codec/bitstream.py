@@ -32,7 +32,10 @@ never cross versions.
 The decoder checks every field against the expected model before it allocates
 anything sized by the stream (a low-rank layer's factors are never larger than
 the layer: see :func:`~phalanx.codec.lowrank.max_rank`), and raises
-:class:`~phalanx.codec.errors.CodecError`.
+:class:`~phalanx.codec.errors.CodecError`. :func:`read_layer_table` leaves
+the frequency tables and the words in the payload, so reading the layer table
+costs memory independent of the payload's size; :func:`read_bitstream` reads
+everything.
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ MAX_FREQUENCY = (1 << 32) - 1
 MAX_VARINT_BYTES = 5
 _FEW = 64
 """Up to this many varints, a Python loop beats the vectorised code's fixed cost."""
+_SCAN = 1 << 14
+"""Bytes scanned at a time for the end of a run of varints."""
+_PARSE = 1 << 12
+"""Varints parsed at a time (their temporaries take about 40 bytes each)."""
 
 _TAG_PREDICTOR = 0b11
 _TAG_QUANTIZER_SHIFT = 2
@@ -139,6 +146,99 @@ class Header:
 
     model_fingerprint: bytes
     history_fingerprint: bytes
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """A table as the layer table declares it; its frequencies stay in the payload.
+
+    Parameters
+    ----------
+    step : float
+        Finite and positive; a symbol ``s`` stands for ``s * step``.
+    sym_min : int
+        Smallest symbol (the symbols are within the quantizer's range).
+    alphabet : int
+        Number of symbols, ``1 .. MAX_ALPHABET``.
+    offset : int
+        Where its ``alphabet`` frequency varints start in the payload (none
+        when ``alphabet`` is 1).
+    """
+
+    step: float
+    sym_min: int
+    alphabet: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class LayerEntry:
+    """One row of the layer table, checked against the model, frequencies not read.
+
+    Parameters
+    ----------
+    predictor : Predictor
+    quantizer : Quantizer
+    gain : float
+        Finite.
+    rank : int
+        Components of a low-rank layer, within the layer's largest (0 otherwise).
+    tables : tuple of TableEntry
+        None when censored, the layer's own, or a low-rank layer's left and
+        right factor tables.
+    """
+
+    predictor: Predictor
+    quantizer: Quantizer
+    gain: float
+    rank: int
+    tables: tuple[TableEntry, ...]
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    """A payload whose header and layer table have been read and checked.
+
+    Parameters
+    ----------
+    header : Header
+    layers : tuple of LayerEntry
+        One per layer.
+    words : numpy.ndarray
+        The ANS words, little-endian ``uint32``: a view of the payload, not a copy.
+    data : bytes
+        The payload.
+    """
+
+    header: Header
+    layers: tuple[LayerEntry, ...]
+    words: WordArray
+    data: bytes
+
+    def frequencies(self, table: TableEntry, name: str) -> IntArray:
+        """Read and check a table's frequencies (``int64``, ``[1]`` for a one-symbol table).
+
+        Raises
+        ------
+        CodecError
+            For a malformed varint, a frequency above :data:`MAX_FREQUENCY`
+            or an all-zero table.
+        """
+        if table.alphabet == 1:
+            return np.ones(1, dtype=np.int64)
+        reader = Reader(self.data)
+        reader.pos = table.offset
+        what = f"{name}: frequencies"
+        if table.alphabet <= _PARSE:
+            frequencies = reader.varints(table.alphabet, what)
+        else:
+            frequencies = np.empty(table.alphabet, dtype=np.int64)
+            for start in range(0, table.alphabet, _PARSE):
+                chunk = frequencies[start : start + _PARSE]
+                chunk[:] = reader.varints(chunk.size, what)
+        if int(frequencies.max()) > MAX_FREQUENCY or int(frequencies.sum()) == 0:
+            raise CodecError(f"layer {name!r}: invalid frequency table")
+        return frequencies
 
 
 # ---------------------------------------------------------------------------
@@ -258,6 +358,31 @@ class Reader:
         self.pos += used
         return values
 
+    def skip_varints(self, count: int, what: str) -> None:
+        """Move past ``count`` varints without reading them, a bounded window at a time.
+
+        Only their last bytes are counted (:meth:`varints` checks their form
+        when they are read), in at most ``MAX_VARINT_BYTES * count`` bytes.
+        """
+        if count > self.remaining:
+            raise CodecError(f"truncated: {count} {what} need at least {count} bytes")
+        left = count
+        while left:
+            # `left` varints of at most MAX_VARINT_BYTES bytes end within this many bytes.
+            span = MAX_VARINT_BYTES * left
+            window = self.view[self.pos : self.pos + min(span, _SCAN)]
+            last = window < 0x80
+            found = int(np.count_nonzero(last))
+            if found >= left:
+                self.pos += int(np.flatnonzero(last)[left - 1]) + 1
+                return
+            if window.size < min(span, _SCAN):
+                raise CodecError(f"truncated: fewer than {count} {what}")
+            if window.size == span:
+                raise CodecError(f"{what}: varint longer than {MAX_VARINT_BYTES} bytes")
+            left -= found
+            self.pos += window.size
+
 
 # ---------------------------------------------------------------------------
 # writing
@@ -347,7 +472,7 @@ def record_size(
 # reading
 
 
-def _read_table(reader: Reader, size: int, bound: int, name: str) -> tuple[float, int, IntArray]:
+def _read_table(reader: Reader, size: int, bound: int, name: str) -> TableEntry:
     """Read a step, a symbol range within ``-bound .. bound`` and a table for ``size`` symbols."""
     step = reader.f32(f"{name}: step")
     if not (np.isfinite(step) and step > 0.0):
@@ -361,17 +486,15 @@ def _read_table(reader: Reader, size: int, bound: int, name: str) -> tuple[float
         raise CodecError(f"layer {name!r}: symbols {sym_min}..{sym_max} outside -{bound}..{bound}")
     if size == 0 and alphabet != 1:
         raise CodecError(f"layer {name!r} is empty but declares {alphabet} symbols")
-    if alphabet == 1:
-        return step, sym_min, np.ones(1, dtype=np.int64)
-    frequencies = reader.varints(alphabet, f"{name}: frequencies")
-    if int(frequencies.max()) > MAX_FREQUENCY or int(frequencies.sum()) == 0:
-        raise CodecError(f"layer {name!r}: invalid frequency table")
-    return step, sym_min, frequencies
+    entry = TableEntry(step, sym_min, alphabet, reader.pos)
+    if alphabet >= 2:
+        reader.skip_varints(alphabet, f"{name}: frequencies")
+    return entry
 
 
 def _read_low_rank(
     reader: Reader, shape: tuple[int, ...], name: str
-) -> tuple[int, tuple[FactorTable, FactorTable]]:
+) -> tuple[int, tuple[TableEntry, TableEntry]]:
     matrix = matrix_shape(shape)
     if matrix is None:
         raise CodecError(f"layer {name!r} of shape {shape} cannot be low-rank (2-D layers only)")
@@ -381,12 +504,12 @@ def _read_low_rank(
         raise CodecError(
             f"layer {name!r}: rank {rank} outside 1..{max_rank(rows, cols)} for shape {shape}"
         )
-    left = FactorTable(*_read_table(reader, rank * rows, MAX_SYMBOL, f"{name} (left factor)"))
-    right = FactorTable(*_read_table(reader, rank * cols, MAX_SYMBOL, f"{name} (right factor)"))
+    left = _read_table(reader, rank * rows, MAX_SYMBOL, f"{name} (left factor)")
+    right = _read_table(reader, rank * cols, MAX_SYMBOL, f"{name} (right factor)")
     return rank, (left, right)
 
 
-def _read_record(reader: Reader, shape: tuple[int, ...], size: int, name: str) -> LayerRecord:
+def _read_entry(reader: Reader, shape: tuple[int, ...], size: int, name: str) -> LayerEntry:
     ndim = reader.u8(f"{name}: ndim")
     if ndim != len(shape):
         raise CodecError(
@@ -408,17 +531,21 @@ def _read_record(reader: Reader, shape: tuple[int, ...], size: int, name: str) -
         if not np.isfinite(gain):
             raise CodecError(f"layer {name!r}: gain is not finite")
     if quantizer is Quantizer.CENSORED:
-        return LayerRecord(predictor, quantizer, gain)
+        return LayerEntry(predictor, quantizer, gain, 0, ())
     if quantizer is Quantizer.LOWRANK:
         rank, factors = _read_low_rank(reader, shape, name)
-        return LayerRecord(predictor, quantizer, gain, rank=rank, factors=factors)
+        return LayerEntry(predictor, quantizer, gain, rank, factors)
     bound = 1 if quantizer is Quantizer.TERNARY else MAX_SYMBOL
-    step, sym_min, frequencies = _read_table(reader, size, bound, name)
-    return LayerRecord(predictor, quantizer, gain, step, sym_min, frequencies)
+    return LayerEntry(predictor, quantizer, gain, 0, (_read_table(reader, size, bound, name),))
 
 
-def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[LayerRecord], WordArray]:
-    """Parse and check a payload against the expected model.
+def read_layer_table(data: bytes, layout: LayerLayout) -> LayerTable:
+    """Parse and check a payload's header and layer table against the expected model.
+
+    Every field is checked but the frequency tables, which
+    :meth:`LayerTable.frequencies` reads when they are needed; the words are
+    not copied. Memory used is independent of the payload's size (unless it
+    is not ``bytes``, when it is copied once).
 
     Parameters
     ----------
@@ -429,11 +556,7 @@ def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[Layer
 
     Returns
     -------
-    header : Header
-    records : list of LayerRecord
-        One per layer.
-    words : numpy.ndarray
-        The ANS words (native-order ``uint32``).
+    LayerTable
 
     Raises
     ------
@@ -458,14 +581,60 @@ def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[Layer
     count = reader.varint("layer count")
     if count != len(layout):
         raise CodecError(f"payload has {count} layers, the model has {len(layout)}")
-    records = [
-        _read_record(reader, shape, size, name)
+    layers = tuple(
+        _read_entry(reader, shape, size, name)
         for name, shape, size in zip(layout.names, layout.shapes, layout.sizes, strict=True)
-    ]
+    )
     num_words = reader.varint("word count")
     if num_words * 4 != reader.remaining:
         raise CodecError(
             f"payload declares {num_words} words ({num_words * 4} bytes), {reader.remaining} follow"
         )
-    words = np.frombuffer(reader.take(num_words * 4, "payload"), dtype="<u4").astype(np.uint32)
-    return header, records, words
+    words = np.frombuffer(reader.data, dtype="<u4", count=num_words, offset=reader.pos)
+    return LayerTable(header, layers, words, reader.data)
+
+
+def read_bitstream(data: bytes, layout: LayerLayout) -> tuple[Header, list[LayerRecord], WordArray]:
+    """Parse and check a whole payload against the expected model.
+
+    Parameters
+    ----------
+    data : bytes
+        The payload.
+    layout : LayerLayout
+        The model the payload must describe.
+
+    Returns
+    -------
+    header : Header
+    records : list of LayerRecord
+        One per layer.
+    words : numpy.ndarray
+        The ANS words (native-order ``uint32``).
+
+    Raises
+    ------
+    CodecError
+        On any deviation from the format or from ``layout``.
+    """
+    table = read_layer_table(data, layout)
+    records = []
+    for name, entry in zip(layout.names, table.layers, strict=True):
+        tables = [(t, table.frequencies(t, name)) for t in entry.tables]
+        if entry.quantizer is Quantizer.LOWRANK:
+            factors = tuple(FactorTable(t.step, t.sym_min, f) for t, f in tables)
+            records.append(
+                LayerRecord(
+                    entry.predictor, entry.quantizer, entry.gain, rank=entry.rank, factors=factors
+                )
+            )
+        elif tables:
+            ((t, frequencies),) = tables
+            records.append(
+                LayerRecord(
+                    entry.predictor, entry.quantizer, entry.gain, t.step, t.sym_min, frequencies
+                )
+            )
+        else:
+            records.append(LayerRecord(entry.predictor, entry.quantizer, entry.gain))
+    return table.header, records, table.words.astype(np.uint32)

@@ -8,9 +8,10 @@ frequency table; then it entropy-codes all layers into one ANS stream
 a 2-D layer's residual is also factored (:mod:`phalanx.codec.lowrank`) and
 sent as two quantized factors when that costs less.
 
-Encoder and decoder compute the reconstruction with the same function from the
-same ``float32`` inputs (symbols, step, gain, prediction), so the coordinator's
-decoded update equals the worker's own reconstruction bit for bit, and honest
+Encoder and decoder compute the reconstruction with the same ``float32``
+operations in the same order from the same inputs (symbols, step, gain,
+prediction), so the coordinator's decoded update equals the worker's own
+reconstruction bit for bit, and honest
 workers that compute the same update with the same history, config and seed
 context produce the same payload bytes.
 """
@@ -28,12 +29,16 @@ import numpy as np
 from .bitstream import (
     FactorTable,
     Header,
+    LayerEntry,
     LayerRecord,
+    LayerTable,
+    TableEntry,
     low_rank_record_size,
-    read_bitstream,
+    read_layer_table,
     write_bitstream,
 )
-from .coder import Stream, decode_symbols, encode_symbols, table_streams
+from .bounds import low_rank_peak, reconstruction_peak, table_peak
+from .coder import Stream, SymbolDecoder, encode_symbols, table_streams
 from .config import CodecConfig
 from .entropy import (
     IntArray,
@@ -46,7 +51,15 @@ from .entropy import (
 )
 from .errors import CodecError
 from .layers import FloatArray, LayerLayout, LayerSpec, flatten_update, layer_layout, split_flat
-from .lowrank import code_factors, matrix_shape, max_rank, product_bound, reconstruct_into
+from .lowrank import (
+    BLOCK,
+    FactorSlots,
+    code_factors,
+    matrix_shape,
+    max_rank,
+    product_bound,
+    reconstruct_into,
+)
 from .predictors import DeltaHistory, Predictor
 from .quantizers import (
     MAX_SYMBOL,
@@ -76,7 +89,13 @@ BROADCAST_FILE = (1 << 32) - 1
 HISTORY_FINGERPRINT_BYTES = 8
 
 BOUND = 3.0e38
-"""Largest magnitude a reconstructed value may reach (``float32`` max is about 3.4e38)."""
+"""Largest magnitude the encoder lets a reconstruction reach, estimated in ``float64``.
+
+``float32``'s largest value is about 3.4e38: the 13 % margin covers the
+rounding of the ``float32`` operations the estimate leaves out, which grows
+like ``(1 + 2**-24)**(k + 3)`` for a rank-``k`` layer, so the decoder's exact
+bound (:mod:`phalanx.codec.bounds`) accepts every payload the encoder writes.
+"""
 
 MAX_MAGNITUDE = 1.0e36
 """Largest magnitude of an update the encoder accepts; keeps every step and sum finite."""
@@ -660,7 +679,7 @@ def encode_update(
     return EncodedUpdate(payload, reconstruction, split_flat(reconstruction, layout), stats)
 
 
-def _allowed(record: LayerRecord, config: CodecConfig, name: str) -> None:
+def _allowed(record: LayerEntry, config: CodecConfig, name: str) -> None:
     if record.predictor is not Predictor.ZERO and record.predictor not in config.predictors:
         raise CodecError(f"layer {name!r} uses predictor {record.predictor.name}, not enabled")
     if record.quantizer is Quantizer.UNIFORM and not config.step_sizes:
@@ -705,67 +724,89 @@ def decode_update_flat(
     Raises
     ------
     CodecError
-        For anything wrong with the payload. Memory used is bounded by the
-        model's size plus the payload's size, whatever the payload declares.
+        For anything wrong with the payload, and, before any symbol is
+        decoded or the output allocated, for a layer whose reconstruction
+        could leave ``float32``'s range (an exact bound from its layer-table
+        row and this history's predictions: :mod:`phalanx.codec.bounds`).
     ValueError
         If ``history`` was built for another model or with other settings
         than ``config`` (a caller's mistake, not the payload's).
+
+    Notes
+    -----
+    Memory, whatever the payload declares: the output (``4 * total`` bytes),
+    one copy of the words (the coder's; a misaligned view is copied for it
+    first, before the output exists), and at most :data:`DECODE_WORKSPACE`
+    bytes, plus ``4 * rank**2`` for a low-rank layer's corner
+    (:class:`~phalanx.codec.lowrank.FactorSlots`).
     """
     layout = layer_layout(layers_spec)
     _check_history(history, layout, config)
-    header, records, words = read_bitstream(payload, layout)
-    if header.history_fingerprint != history.fingerprint[:HISTORY_FINGERPRINT_BYTES]:
+    table = read_layer_table(payload, layout)
+    if table.header.history_fingerprint != history.fingerprint[:HISTORY_FINGERPRINT_BYTES]:
         raise CodecError(
             "payload was encoded against another history (a missed or extra broadcast?)"
         )
-    out = np.empty(layout.total, dtype=np.float32)
-    tables: list[tuple[IntArray, FloatArray, FloatArray]] = []
-    factors: dict[int, tuple[FloatArray, FloatArray]] = {}
-    for name, shape, record, layer in zip(
-        layout.names, layout.shapes, records, range(len(layout)), strict=True
-    ):
-        _allowed(record, config, name)
-        prediction_peak = history.peak(record.predictor, layer)
-        if record.quantizer is Quantizer.LOWRANK:
-            left, right = record.factors
-            peak = product_bound(_table_peak(left), _table_peak(right), record.rank)
-            peak += abs(record.gain) * prediction_peak  # as the encoder checked it
-        else:
-            peak = reconstruction_bound(
-                record.gain,
-                prediction_peak,
-                record.step,
-                record.sym_min,
-                record.sym_min + max(record.alphabet, 1) - 1,
-            )
-        if not peak <= BOUND:
+    for layer, (name, entry) in enumerate(zip(layout.names, table.layers, strict=True)):
+        _allowed(entry, config, name)
+        if not math.isfinite(_peak(entry, history.peak(entry.predictor, layer))):
             raise CodecError(f"layer {name!r} would reconstruct to values beyond float32 range")
-        if record.quantizer is Quantizer.LOWRANK:
-            rows, cols = shape
-            pair = tuple(np.empty(record.rank * n, dtype=np.float32) for n in (rows, cols))
-            factors[layer] = (pair[0], pair[1])
-            for table, values in zip(record.factors, pair, strict=True):
-                _queue_table(table, values, tables)
-        elif record.quantizer is not Quantizer.CENSORED:
-            _queue_table(record, out[layout.slice(layer)], tables)
-    decode_symbols(words, tables)
 
-    for layer, record in enumerate(records):
+    decoder = SymbolDecoder(table.words)
+    out = np.empty(layout.total, dtype=np.float32)
+    for layer, (name, shape, entry) in enumerate(
+        zip(layout.names, layout.shapes, table.layers, strict=True)
+    ):
         target = out[layout.slice(layer)]
-        if record.quantizer is Quantizer.CENSORED:
+        if entry.quantizer is Quantizer.CENSORED:
             target.fill(0.0)
-        elif record.quantizer is Quantizer.LOWRANK:
-            rows, cols = layout.shapes[layer]
-            left_values, right_values = factors[layer]
-            reconstruct_into(
-                left_values.reshape(record.rank, rows),
-                right_values.reshape(record.rank, cols),
-                target,
-            )
-        add_prediction(
-            target, history.layer_prediction(record.predictor, layer), np.float32(record.gain)
-        )
+        elif entry.quantizer is Quantizer.LOWRANK:
+            rows, cols = shape
+            slots = FactorSlots(target, rows, cols, entry.rank)
+            left, right = entry.tables
+            _decode_table(decoder, table, left, f"{name} (left factor)", slots.left())
+            _decode_table(decoder, table, right, f"{name} (right factor)", [slots.right])
+            slots.rebuild()
+        else:
+            _decode_table(decoder, table, entry.tables[0], name, [target])
+        _add_prediction(target, history.layer_prediction(entry.predictor, layer), entry.gain)
+    decoder.finish()
     return out
+
+
+DECODE_WORKSPACE = 3 << 20
+"""Bytes the decoder allocates at most beyond its output and the words (and a low-rank corner).
+
+At worst one table of the largest alphabet
+(:data:`~phalanx.codec.entropy.MAX_ALPHABET`) is live, split: its frequencies,
+values, split halves and model, about 36 bytes per symbol (2.3 MiB); the
+window and block buffers (:data:`~phalanx.codec.coder.WINDOW`,
+:data:`~phalanx.codec.lowrank.BLOCK`) add under 1 MiB, not all at that
+moment. The costliest payloads found reach 2.2 MiB (the codec's tests check
+the bound on each).
+"""
+
+
+def _add_prediction(target: FloatArray, prediction: FloatArray | None, gain: float) -> None:
+    """Add ``gain * prediction`` as the encoder does, a block at a time when a gain needs one."""
+    factor = np.float32(gain)
+    if prediction is None or factor == np.float32(1.0):
+        add_prediction(target, prediction, factor)  # nothing, or one addition in place
+        return
+    scratch = np.empty(min(BLOCK, target.size), dtype=np.float32)
+    for first in range(0, target.size, BLOCK):
+        part = target[first : first + BLOCK]
+        add_prediction(part, prediction[first : first + BLOCK], factor, scratch[: part.size])
+
+
+def _peak(entry: LayerEntry, prediction_peak: float) -> float:
+    """Bound the magnitude of the layer's reconstruction, exactly (:mod:`.bounds`)."""
+    peaks = [table_peak(t.step, t.sym_min, t.alphabet) for t in entry.tables]
+    if entry.quantizer is Quantizer.LOWRANK:
+        residual = low_rank_peak(peaks[0], peaks[1], entry.rank)
+    else:
+        residual = peaks[0] if peaks else 0.0
+    return reconstruction_peak(residual, entry.gain, prediction_peak)
 
 
 def _table_peak(table: FactorTable) -> float:
@@ -773,19 +814,22 @@ def _table_peak(table: FactorTable) -> float:
     return table.step * max(abs(table.sym_min), abs(table.sym_max))
 
 
-def _queue_table(
-    table: LayerRecord | FactorTable,
-    out: FloatArray,
-    tables: list[tuple[IntArray, FloatArray, FloatArray]],
+def _decode_table(
+    decoder: SymbolDecoder,
+    table: LayerTable,
+    entry: TableEntry,
+    name: str,
+    destination: list[FloatArray],
 ) -> None:
-    """Fill ``out`` with a one-symbol table's value, or queue the table for the decoder."""
-    values = np.arange(table.alphabet, dtype=np.float32)
-    np.add(values, np.float32(table.sym_min), out=values)
-    np.multiply(values, np.float32(table.step), out=values)
-    if table.alphabet == 1:
-        out.fill(values[0])
+    """Decode one table's values into ``destination`` (one-symbol tables take no bits)."""
+    values = np.arange(entry.alphabet, dtype=np.float32)
+    np.add(values, np.float32(entry.sym_min), out=values)
+    np.multiply(values, np.float32(entry.step), out=values)
+    if entry.alphabet == 1:
+        for part in destination:
+            part.fill(values[0])
     else:
-        tables.append((table.frequencies, values, out))
+        decoder.table(table.frequencies(entry, name), values, destination)
 
 
 def decode_update(

@@ -188,7 +188,7 @@ def entropy_bits(counts: IntArray) -> float:
 def group_model(frequencies: IntArray, size: int) -> Any:
     """``constriction`` model of one packed symbol: the product of the marginal ``g`` times."""
     alphabet = len(frequencies)
-    marginal = frequencies.astype(np.float64) / float(frequencies.sum())
+    marginal = np.divide(frequencies, float(frequencies.sum()), dtype=np.float64)  # one array
     product = marginal
     for _ in range(group_size(alphabet, size) - 1):
         product = np.outer(product, marginal).ravel()

@@ -102,12 +102,18 @@ def plan_escape(frequencies: IntArray, size: int) -> Escape | None:
     best_cost = stream_cost(alphabet, size)
     if alphabet < 3 or best_cost <= size * ESCAPE_COST_PER_SYMBOL + ESCAPE_COST:
         return None  # no split can pay for itself
-    cumulative = np.concatenate(([0], np.cumsum(frequencies, dtype=np.int64)))
+    # Two arrays of the alphabet's size however many widths are tried: the decoder plans
+    # a payload's tables, and their alphabets may be the largest there is.
+    cumulative = np.zeros(alphabet + 1, dtype=np.int64)
+    np.cumsum(frequencies, dtype=np.int64, out=cumulative[1:])
     total = int(cumulative[-1])
+    buffer = np.empty(alphabet, dtype=np.int64)
     best = None
     width = 1
     while width < alphabet and width <= MAX_CORE:
-        mass = cumulative[width:] - cumulative[:-width]
+        mass = np.subtract(
+            cumulative[width:], cumulative[:-width], out=buffer[: alphabet + 1 - width]
+        )
         start = int(np.argmax(mass))
         outside = total - int(mass[start])
         if outside > 0:

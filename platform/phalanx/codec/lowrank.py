@@ -17,6 +17,11 @@ limit, so honest replicas on one software stack compute the same factors and
 send the same bytes. :func:`reconstruct_into` uses only elementwise ``float32``
 multiplications and additions in a fixed order, so every IEEE 754 platform,
 whatever its BLAS, rebuilds the layer bit for bit as the encoder did.
+
+The decoder keeps the factors inside the layer's own buffer until it rebuilds
+the layer there (:class:`FactorSlots`), with the same operations in the same
+order, so a payload's factors cost it no memory beyond the layer's but a
+``rank x rank`` corner.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ largest its eigenvectors are rounding noise (and dividing by them would amplify 
 
 MAX_FACTOR = 1e30
 """Largest factor magnitude the encoder sends; beyond it the layer takes another quantizer."""
+
+BLOCK = 1 << 16
+"""Values of the rebuilt layer computed at a time in place (their temporaries: 256 KiB)."""
 
 
 @functools.cache
@@ -238,3 +246,79 @@ def reconstruct_into(left: FloatArray, right: FloatArray, out: FloatArray) -> No
 def product_bound(left_peak: float, right_peak: float, rank: int) -> float:
     """Largest magnitude the rebuilt layer can reach: ``rank * max|left| * max|right|``."""
     return float(rank) * left_peak * right_peak
+
+
+class FactorSlots:
+    """Where a low-rank layer's factors wait inside the layer's own buffer, and the rebuild there.
+
+    With ``m`` rows, ``n`` columns, rank ``k`` and ``t = m - k`` (at least 1,
+    since ``k (m + n) <= m n``): the right factor fills the last ``k`` rows
+    (``right[j]`` is row ``t + j``); the left factor's first ``t`` columns
+    fill ``[t n - t k, t n)`` transposed (column ``i`` is ``k`` consecutive
+    values), and its last ``k`` columns, the ``k x k`` corner, a separate
+    buffer. ``k m <= t n`` is ``k (m + n) <= m n``, so this fits.
+
+    :meth:`rebuild` then writes rows ``0 .. t - 1`` in order, a block of rows
+    at a time, each block's left columns read before the block is written;
+    the block never reaches a column still to be read (its end, ``i n``, is at
+    most ``t n - t k + i k``, where column ``i`` starts, because ``i <= t``
+    and ``k <= n``). Then the last ``k`` rows, where the right factor is, a
+    block of columns at a time: each block's right values are copied out, and
+    the block is overwritten with ``corner.T @ those`` values.
+
+    Parameters
+    ----------
+    layer : numpy.ndarray
+        The layer's flat ``float32`` buffer (``m n`` values), overwritten.
+    rows, cols : int
+        ``m`` and ``n``.
+    rank : int
+        ``k``, ``1 <= k <= max_rank(m, n)``.
+    """
+
+    def __init__(self, layer: FloatArray, rows: int, cols: int, rank: int) -> None:
+        if not 1 <= rank <= max_rank(rows, cols) or layer.shape != (rows * cols,):
+            raise ValueError(f"rank {rank} does not fit a {rows} x {cols} layer in place")
+        self.rank = rank
+        self._top = rows - rank
+        self._grid = layer.reshape(rows, cols)
+        start = self._top * (cols - rank)
+        self._left = layer[start : self._top * cols].reshape(self._top, rank)
+        self.corner = np.empty((rank, rank), dtype=np.float32)
+        self.right = layer[self._top * cols :]
+        """Receives the right factor, ``k x n`` in row order."""
+
+    def left(self) -> list[FloatArray]:
+        """Return the views that receive the left factor (``k x m``, in row order) in turn."""
+        parts: list[FloatArray] = []
+        for j in range(self.rank):
+            parts += [self._left[:, j], self.corner[j]]
+        return parts
+
+    def rebuild(self) -> None:
+        """Overwrite the layer with its factors' product, as :func:`reconstruct_into` would."""
+        k = self.rank
+        right = self._grid[self._top :]
+        cols = right.shape[1]
+        term = np.empty(min(max(BLOCK, k), self._grid.size), dtype=np.float32)
+        width = min(cols, BLOCK)
+        height = max(BLOCK // width, 1)
+        for first in range(0, self._top, height):
+            last = min(first + height, self._top)
+            left = self._left[first:last].copy()  # read before the rows overwrite it
+            for start in range(0, cols, width):
+                out = self._grid[first:last, start : start + width]
+                _components(left.T, right[:, start : start + width], out, term)
+        width = max(BLOCK // k, 1)
+        for start in range(0, cols, width):
+            block = right[:, start : start + width]
+            _components(self.corner, block.copy(), block, term)
+
+
+def _components(left: FloatArray, right: FloatArray, out: FloatArray, term: FloatArray) -> None:
+    """``out = sum_j outer(left[j], right[j])``, components added in order; ``term`` is scratch."""
+    np.multiply(left[0][:, None], right[0][None, :], out=out)
+    scratch = term[: out.size].reshape(out.shape)
+    for j in range(1, left.shape[0]):
+        np.multiply(left[j][:, None], right[j][None, :], out=scratch)
+        np.add(out, scratch, out=out)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phalanx.codec import VERSION, CodecError, Predictor, Quantizer
+from phalanx.codec import VERSION, CodecError, Predictor, Quantizer, bitstream
 from phalanx.codec.bitstream import (
     MAGIC,
     Header,
@@ -14,6 +14,7 @@ from phalanx.codec.bitstream import (
     encode_varint,
     encode_varints,
     read_bitstream,
+    read_layer_table,
     unzigzag,
     write_bitstream,
     zigzag,
@@ -41,6 +42,31 @@ def test_vectorised_varints_match_the_scalar_encoding(values):
 def test_zigzag_round_trips_and_keeps_small_magnitudes_small(value):
     assert unzigzag(zigzag(value)) == value
     assert zigzag(value) <= 2 * abs(value)
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=(1 << 35) - 1), min_size=1, max_size=60),
+    st.sampled_from([bitstream._SCAN, 1, 3, 16]),
+)
+def test_skipping_varints_ends_where_reading_them_does(values, scan):
+    encoded = encode_varints(np.array(values, dtype=np.int64)) + b"\x80\x01"
+    read, skipped = Reader(encoded), Reader(encoded)
+    read.varints(len(values), "x")
+    original = bitstream._SCAN
+    bitstream._SCAN = scan  # windows smaller than a varint, and than the run
+    try:
+        skipped.skip_varints(len(values), "x")
+    finally:
+        bitstream._SCAN = original
+    assert skipped.pos == read.pos
+
+
+def test_skipping_more_varints_than_the_bytes_hold_is_truncated():
+    with pytest.raises(CodecError, match="truncated"):
+        Reader(b"\x01\x02\x83").skip_varints(3, "x")
+    with pytest.raises(CodecError, match="truncated"):
+        Reader(b"\x01").skip_varints(2, "x")
 
 
 def test_overlong_varints_are_refused():
@@ -92,6 +118,35 @@ def test_layer_table_round_trips_with_the_payload_words(layout):
         if want.quantizer is not Quantizer.CENSORED:
             assert (got.step, got.sym_min) == (want.step, want.sym_min)
             np.testing.assert_array_equal(got.frequencies, want.frequencies)
+
+
+def test_the_layer_table_leaves_the_frequencies_and_words_in_the_payload(layout):
+    payload, _ = _payload(layout)
+    table = read_layer_table(payload, layout)
+    assert np.shares_memory(table.words, np.frombuffer(payload, dtype=np.uint8))
+    np.testing.assert_array_equal(table.words, [7, 9])
+    uniform = table.layers[2].tables[0]
+    assert (uniform.step, uniform.sym_min, uniform.alphabet) == (0.125, -3, 7)
+    assert payload[uniform.offset : uniform.offset + 3] == bytes([1, 0, 40])
+    np.testing.assert_array_equal(
+        table.frequencies(uniform, "fc.weight"), _records()[2].frequencies
+    )
+    assert table.layers[0].tables == () and table.layers[0].gain == -2.5
+
+
+def test_an_all_zero_frequency_table_is_refused_when_it_is_read(layout):
+    records = _records()
+    records[3] = LayerRecord(
+        Predictor.ZERO, Quantizer.TERNARY, step=1.0, sym_min=-1, frequencies=np.zeros(3, np.int64)
+    )
+    payload, _ = write_bitstream(
+        Header(layout.fingerprint, b"x" * 8), records, layout, np.zeros(0, np.uint32)
+    )
+    table = read_layer_table(payload, layout)
+    with pytest.raises(CodecError, match="invalid frequency table"):
+        table.frequencies(table.layers[3].tables[0], "fc.bias")
+    with pytest.raises(CodecError, match="invalid frequency table"):
+        read_bitstream(payload, layout)
 
 
 def test_a_censored_zero_layer_costs_one_tag_byte_after_its_shape(layout):

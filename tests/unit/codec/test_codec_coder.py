@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tracemalloc
 
 import numpy as np
 import pytest
 
+import phalanx.codec.coder as coder_module
 from phalanx.codec import CodecError
-from phalanx.codec.coder import decode_symbols, encode_symbols, table_streams
+from phalanx.codec.coder import SymbolDecoder, decode_symbols, encode_symbols, table_streams
 from phalanx.codec.entropy import (
     entropy_bits,
     group_counts,
@@ -86,6 +88,31 @@ def test_coded_size_is_within_one_percent_of_the_empirical_entropy(n, scale):
     table = _table(peaked_symbols(4, n, scale))
     _, _, bits = _round_trip([table])
     assert bits[0] <= 1.01 * entropy_bits(table[4]) + 64
+
+
+@pytest.mark.parametrize(("chunk", "window"), [(coder_module.CHUNK, coder_module.WINDOW), (5, 12)])
+def test_tables_decode_across_strided_parts_a_chunk_at_a_time(monkeypatch, chunk, window):
+    # Small chunks and windows put group, chunk and part boundaries everywhere.
+    monkeypatch.setattr(coder_module, "CHUNK", chunk)
+    monkeypatch.setattr(coder_module, "WINDOW", window)
+    tables = [
+        _table(skewed_symbols(0, 301, -1, 3), -1),
+        _table(peaked_symbols(1, 60_001, 0.4)),
+        _table(skewed_symbols(2, 97, -4, 9), -4),
+    ]
+    assert [len(table_streams(*t[:4])) for t in tables] == [1, 2, 1]
+    words, _ = encode_symbols([table_streams(s, low, f, p) for s, low, f, p, _ in tables])
+    decoder = SymbolDecoder(words)
+    for symbols, low, frequencies, _, _ in tables:
+        # Every third value of a buffer, cut in parts of uneven lengths.
+        buffer = np.full(3 * symbols.size, np.inf, dtype=np.float32)
+        strided = buffer[::3]
+        cuts = [0, 1, 8, symbols.size // 3, symbols.size]
+        parts = [strided[a:b] for a, b in itertools.pairwise(cuts)]
+        decoder.table(frequencies, np.arange(low, low + len(frequencies), dtype=np.float32), parts)
+        np.testing.assert_array_equal(strided, symbols)
+        assert np.isinf(np.delete(buffer, np.s_[::3])).all()
+    decoder.finish()
 
 
 def test_words_left_over_after_the_last_table_are_refused():

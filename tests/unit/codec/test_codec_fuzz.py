@@ -1,16 +1,21 @@
-"""The decoder against random, truncated and mutated bitstreams.
+"""The decoder against random, truncated, mutated and forged bitstreams.
 
 Whatever the bytes, ``decode_update_flat`` either raises ``CodecError`` or
 returns a finite vector of the model's size; it never asks the entropy coder
 for more than two symbols per parameter (a core symbol and at most one tail
 symbol, so its work is bounded by the model and the payload), and its memory
-stays within a small multiple of the model.
+stays within the output, the payload and a constant (checked on the costliest
+payloads found, on a model larger than the constant). Forged payloads (a layer table
+drawn field by field, extreme steps, gains and ranks included, with words that
+really code its symbols) reach the reconstruction, where random bytes and
+mutations are mostly refused earlier.
 """
 
 from __future__ import annotations
 
 import contextlib
 import tracemalloc
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -24,16 +29,26 @@ from phalanx.codec import (
     CodecConfig,
     CodecError,
     DeltaHistory,
+    LayerLayout,
     Predictor,
     Quantizer,
     decode_update_flat,
     encode_update,
     layer_layout,
 )
-from phalanx.codec.bitstream import read_bitstream
+from phalanx.codec.bitstream import FactorTable, LayerRecord, read_bitstream
+from phalanx.codec.codec import DECODE_WORKSPACE
 from phalanx.codec.escape import plan_escape
 from phalanx.codec.lowrank import max_rank
+from phalanx.codec.quantizers import MAX_SYMBOL
 from tests.unit.codec.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
+from tests.unit.codec.forged_payloads import (
+    COSTLIEST,
+    LOW_RANK,
+    MEMORY_SPEC,
+    costliest_payloads,
+    forge,
+)
 
 LAYOUT = layer_layout(SPEC)
 CONFIG = CodecConfig(rd_sample_size=256)
@@ -92,18 +107,20 @@ class FakeEntropyDecoderSpy:
 
     def __init__(self) -> None:
         self.requested = 0
-        self.real = coder_module._pop
+        self.real = coder_module._Stream
 
-    def __call__(self, coder, frequencies, size):
+    def __call__(self, coder, frequencies, values, size):
         self.requested += size
-        return self.real(coder, frequencies, size)
+        return self.real(coder, frequencies, values, size)
 
 
-def _decode_checked(data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+def _decode_checked(
+    data: bytes, monkeypatch: pytest.MonkeyPatch, history: DeltaHistory = HISTORY
+) -> None:
     spy = FakeEntropyDecoderSpy()
-    monkeypatch.setattr(coder_module, "_pop", spy)
+    monkeypatch.setattr(coder_module, "_Stream", spy)
     try:
-        out = decode_update_flat(data, layers_spec=LAYOUT, history=HISTORY, config=ANY_CONFIG)
+        out = decode_update_flat(data, layers_spec=LAYOUT, history=history, config=ANY_CONFIG)
     except CodecError:
         pass
     else:
@@ -225,6 +242,37 @@ def test_declared_sizes_beyond_the_bytes_present_are_refused_without_allocating_
     assert peak < 64 * 1024 + 8 * len(data)
 
 
+@pytest.fixture(scope="module")
+def costliest() -> tuple[LayerLayout, DeltaHistory, CodecConfig, dict[str, bytes]]:
+    layout = layer_layout(MEMORY_SPEC)
+    config = CodecConfig(low_rank=LOW_RANK)
+    history = history_with(layout, config, [gradient_like(layout, 5)])
+    payloads = costliest_payloads(layout, history)
+    payloads["honest"] = encode_update(
+        gradient_like(layout, 6),
+        layers_spec=layout,
+        history=history,
+        config=config,
+        seed_context=(1, 1, 1),
+    ).payload
+    return layout, history, config, payloads
+
+
+@pytest.mark.parametrize("name", [*COSTLIEST, "honest"])
+def test_decoding_allocates_at_most_the_model_the_payload_and_a_constant(costliest, name):
+    layout, history, config, payloads = costliest
+    payload = payloads[name]
+    tracemalloc.start()
+    try:
+        out = decode_update_flat(payload, layers_spec=layout, history=history, config=config)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.isfinite(out).all()
+    # The output, the payload, the decoder's workspace and a low-rank layer's corner.
+    assert peak <= 4 * layout.total + len(payload) + DECODE_WORKSPACE + 4 * LOW_RANK**2
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(range(len(PAYLOADS))), st.integers(min_value=0, max_value=10_000))
 def test_decoding_a_mutated_stream_allocates_no_more_than_a_few_models(which, position):
@@ -238,3 +286,121 @@ def test_decoding_a_mutated_stream_allocates_no_more_than_a_few_models(which, po
     finally:
         tracemalloc.stop()
     assert peak < 4 * 4 * LAYOUT.total + 64 * 1024 + 8 * len(data)
+
+
+# --------------------------------------------------------------------------- forged layer tables
+
+T = TypeVar("T")
+F32_MAX = float(np.finfo(np.float32).max)
+F32_TINY = float(np.finfo(np.float32).smallest_subnormal)
+_MAGNITUDES = [F32_MAX, 3.0e38, 1.7e38, 1e38, 1e30, 1e19, 1.0, 1e-3, 1e-30, 1e-38, F32_TINY]
+
+
+def _mostly(edges: st.SearchStrategy[T], anything: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """Draw from ``edges`` three times in four: where overflows hide, and what costs no bits."""
+    return st.integers(min_value=0, max_value=3).flatmap(lambda k: anything if k == 3 else edges)
+
+
+_STEPS = _mostly(
+    st.sampled_from(_MAGNITUDES), st.floats(min_value=F32_TINY, max_value=F32_MAX, width=32)
+)
+_GAINS = st.one_of(
+    st.just(1.0),
+    st.sampled_from([0.0] + _MAGNITUDES + [-m for m in _MAGNITUDES]),
+    st.floats(width=32, allow_nan=False, allow_infinity=False),
+)
+_PEAK = 1.5e38
+HUGE_HISTORY = history_with(
+    LAYOUT,
+    ANY_CONFIG,
+    [
+        (d.astype(np.float64) * (_PEAK / float(np.abs(d).max()))).astype(np.float32)
+        for d in correlated_rounds(LAYOUT, 7, 2)
+    ],
+)
+"""Predictions whose peaks are within a factor of two of float32's largest value."""
+
+
+@st.composite
+def _table(draw: st.DrawFn, bound: int) -> FactorTable:
+    step = draw(_STEPS)
+    alphabet = draw(_mostly(st.just(1), st.integers(min_value=2, max_value=3)))
+    highest = bound - alphabet + 1
+    sym_min = draw(
+        _mostly(
+            st.sampled_from([-bound, highest, 0, -1]),
+            st.integers(min_value=-bound, max_value=highest),
+        )
+    )
+    frequencies = draw(
+        st.lists(st.integers(min_value=1, max_value=50), min_size=alphabet, max_size=alphabet)
+    )
+    return FactorTable(step, sym_min, np.array(frequencies, dtype=np.int64))
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> list[LayerRecord]:
+    # One layer forged, the others plain, so that a layer the decoder refuses does not
+    # hide what it would have done with another.
+    forged = draw(_mostly(st.just(LAYOUT.names.index("fc.weight")), st.integers(0, 3)))
+    records = []
+    for layer, shape in enumerate(LAYOUT.shapes):
+        if layer != forged:
+            records.append(LayerRecord(Predictor.ZERO, Quantizer.CENSORED))
+            continue
+        quantizers = [Quantizer.CENSORED, Quantizer.UNIFORM, Quantizer.TERNARY]
+        if len(shape) == 2:
+            quantizers = [*quantizers, *[Quantizer.LOWRANK] * 3]  # the riskiest, half the time
+        quantizer = draw(st.sampled_from(quantizers))
+        predictor = draw(st.sampled_from(list(Predictor)))
+        gain = 1.0 if predictor is Predictor.ZERO else draw(_GAINS)
+        if quantizer is Quantizer.CENSORED:
+            records.append(LayerRecord(predictor, quantizer, gain))
+        elif quantizer is Quantizer.LOWRANK:
+            rank = draw(st.integers(min_value=1, max_value=max_rank(*shape)))
+            factors = (draw(_table(MAX_SYMBOL)), draw(_table(MAX_SYMBOL)))
+            records.append(LayerRecord(predictor, quantizer, gain, rank=rank, factors=factors))
+        else:
+            table = draw(_table(1 if quantizer is Quantizer.TERNARY else MAX_SYMBOL))
+            records.append(
+                LayerRecord(
+                    predictor, quantizer, gain, table.step, table.sym_min, table.frequencies
+                )
+            )
+    return records
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(_records(), st.sampled_from([HISTORY, HUGE_HISTORY]), st.integers(0, 1 << 16))
+def test_forged_layer_tables_decode_to_finite_values_or_raise_codec_error(
+    monkeypatch, records, history, seed
+):
+    _decode_checked(forge(LAYOUT, history, records, seed=seed), monkeypatch, history)
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ((3e38, 2), (1.0, 0)),  # left's values overflow to inf, times right's zeros: NaN
+        ((3e38, 2), (F32_TINY, 1)),  # inf times the smallest subnormal: inf
+    ],
+)
+def test_the_41_byte_low_rank_payload_with_an_overflowing_factor_is_refused(left, right):
+    layout = layer_layout([("w", (2, 2))])
+    config = CodecConfig(low_rank=1)
+    history = history_with(layout, config, [np.ones(4, dtype=np.float32)])
+    one = np.ones(1, dtype=np.int64)
+    record = LayerRecord(
+        Predictor.PREVIOUS,
+        Quantizer.LOWRANK,
+        0.5,
+        rank=1,
+        factors=(FactorTable(*left, one), FactorTable(*right, one)),
+    )
+    payload = forge(layout, history, [record])
+    # header 19, shape 3, tag 1, gain 4, rank 1, two tables of 6, word count 1
+    assert len(payload) == 41
+    with pytest.raises(CodecError, match="float32"):
+        decode_update_flat(payload, layers_spec=layout, history=history, config=config)

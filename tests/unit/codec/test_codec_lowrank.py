@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from phalanx.codec import (
@@ -15,6 +15,7 @@ from phalanx.codec import (
     Quantizer,
     decode_update_flat,
     encode_update,
+    lowrank,
 )
 from phalanx.codec.bitstream import (
     FactorTable,
@@ -24,6 +25,7 @@ from phalanx.codec.bitstream import (
     write_bitstream,
 )
 from phalanx.codec.lowrank import (
+    FactorSlots,
     code_factors,
     matrix_shape,
     max_rank,
@@ -180,6 +182,43 @@ def test_reconstruction_is_the_product_of_the_factors(rank, rows, cols, seed):
     exact = left.astype(np.float64).T @ right.astype(np.float64)
     scale = np.abs(left).max() * np.abs(right).max() * rank
     np.testing.assert_allclose(out, exact, rtol=0, atol=4 * rank * 6e-8 * scale)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 40), st.integers(2, 40), st.data(), st.sampled_from([lowrank.BLOCK, 1, 7, 64])
+)
+def test_factors_kept_inside_the_layer_rebuild_it_bit_for_bit(rows, cols, data, block):
+    assume(max_rank(rows, cols) >= 1)
+    rank = data.draw(st.integers(1, max_rank(rows, cols)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    # Magnitudes over many binades, so every rounding of the sums shows.
+    left = (rng.normal(size=(rank, rows)) * 2.0 ** rng.integers(-20, 20, (rank, 1))).astype(
+        np.float32
+    )
+    right = rng.normal(size=(rank, cols)).astype(np.float32)
+    expected = np.empty(rows * cols, dtype=np.float32)
+    reconstruct_into(left, right, expected)
+
+    layer = np.full(rows * cols, np.nan, dtype=np.float32)
+    slots = FactorSlots(layer, rows, cols, rank)
+    values = iter(left.ravel())
+    for part in slots.left():
+        part[:] = [next(values) for _ in range(part.size)]
+    slots.right[:] = right.ravel()
+    original = lowrank.BLOCK
+    lowrank.BLOCK = block  # small blocks: every row and column block boundary
+    try:
+        slots.rebuild()
+    finally:
+        lowrank.BLOCK = original
+    assert layer.tobytes() == expected.tobytes()
+    assert slots.corner.shape == (rank, rank)
+
+
+def test_factor_slots_refuse_a_rank_that_does_not_fit_the_layer():
+    with pytest.raises(ValueError, match="does not fit"):
+        FactorSlots(np.empty(20, dtype=np.float32), 4, 5, max_rank(4, 5) + 1)
 
 
 # --------------------------------------------------------------------------- in the codec
