@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -36,6 +37,7 @@ from phalanx.store import (
 from phalanx_api.auth import Principal
 from phalanx_api.errors import InvalidInputError
 from phalanx_api.registration import key_unproven
+from phalanx_api.run_data import screened_data
 from phalanx_api.schemas import storable_text
 
 
@@ -146,16 +148,19 @@ def change_client_status(
 # ------------------------------------------------------------------- runs
 
 
-def launch_run(session: Session, config: RunConfig, *, actor: Principal) -> Run:
+def launch_run(session: Session, config: RunConfig, *, actor: Principal, datasets_dir: Path) -> Run:
     """Queue a run; a coordinator claims it.
 
     Raises
     ------
     InvalidInputError
         When the config holds a value the database cannot store (text with NUL
-        characters, an infinite or NaN number).
+        characters, an infinite or NaN number), names data outside
+        ``datasets_dir``, or data that fails its checks
+        (:func:`~phalanx_api.run_data.screened_data`).
     """
     check_storable(config.model_dump(), loc=("body",))
+    config = screened_data(config, datasets_dir)
     run = runs.create_run(
         session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
     )

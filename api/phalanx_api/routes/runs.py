@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from phalanx.store import RunStatus, rounds, runs
 from phalanx_api import actions
-from phalanx_api.deps import OperatorDep, SessionDep, ViewerDep
+from phalanx_api.deps import OperatorDep, SessionDep, SettingsDep, ViewerDep
 from phalanx_api.paths import API_PREFIX
 from phalanx_api.responses import CONFLICT, NOT_FOUND, UNAUTHORIZED, documented
 from phalanx_api.routes.params import Limit, Offset
@@ -35,13 +35,20 @@ _ROUNDS = TypeAdapter(list[RoundOut])
 
 @router.post("", status_code=202, responses=UNAUTHORIZED)
 def launch_run(
-    config: RunLaunchIn, db: SessionDep, user: OperatorDep, response: Response
+    config: RunLaunchIn,
+    db: SessionDep,
+    user: OperatorDep,
+    settings: SettingsDep,
+    response: Response,
 ) -> RunOut:
     """Queue a run with this config (the same model as ``phalanx run CONFIG``).
 
-    A coordinator (``phalanx coordinator``) claims it; follow it at ``Location``.
+    ``idx:``/``npz:`` data must lie in the server's datasets directory
+    (``PHALANX_DATASETS_DIR``), relative paths being relative to it; data
+    present there is checked before the run is queued. A coordinator
+    (``phalanx coordinator``) claims it; follow it at ``Location``.
     """
-    run = actions.launch_run(db, config, actor=user)
+    run = actions.launch_run(db, config, actor=user, datasets_dir=settings.datasets_dir)
     response.headers["Location"] = f"{router.prefix}/{run.id}"
     return RunOut.model_validate(run)
 
