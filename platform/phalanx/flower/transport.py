@@ -11,6 +11,7 @@ from flwr.serverapp import Grid
 from phalanx.channel import Downlink
 from phalanx.coordinator import Exchange
 from phalanx.flower.records import MESSAGE_TYPE, MalformedRecordError, read_reply, task_content
+from phalanx.redaction import redact_host_paths
 from phalanx.replies import Rejection, Reply, Task
 
 
@@ -73,11 +74,8 @@ class GridTransport:
                 pending.discard(mid)
                 worker = worker_of_message[mid]
                 if message.has_error():
-                    malformed.append(
-                        Rejection(
-                            worker, "malformed_reply", f"worker error: {message.error.reason}"
-                        )
-                    )
+                    reason = f"worker error: {redact_host_paths(message.error.reason or '')}"
+                    malformed.append(Rejection(worker, "malformed_reply", reason))
                     continue
                 try:
                     replies.append(read_reply(message.content, worker=worker))
