@@ -12,6 +12,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -37,6 +38,7 @@ from phalanx.store import (
 from phalanx_api.auth import Principal
 from phalanx_api.errors import ApiError, InvalidInputError, PermissionDeniedError
 from phalanx_api.registration import key_unproven
+from phalanx_api.run_data import screened_data
 from phalanx_api.schemas import storable_text
 
 
@@ -172,6 +174,7 @@ def launch_run(
     config: RunConfig,
     *,
     actor: Principal,
+    datasets_dir: Path,
     allow_attacks: bool = False,
     attack_plugins: Collection[str] = (),
 ) -> Run:
@@ -185,6 +188,8 @@ def launch_run(
         The run.
     actor : Principal
         The operator.
+    datasets_dir : Path
+        ``idx:`` and ``npz:`` data must lie inside it (``PHALANX_DATASETS_DIR``).
     allow_attacks : bool
         Whether this server runs simulated attacks (``PHALANX_API_ALLOW_ATTACKS``).
     attack_plugins : Collection[str]
@@ -195,8 +200,10 @@ def launch_run(
     ------
     InvalidInputError
         When the config holds a value the database cannot store (text with NUL
-        characters, an infinite or NaN number), or its attack does not load or
-        rejects its parameters.
+        characters, an infinite or NaN number), names data outside
+        ``datasets_dir`` or data that fails its checks
+        (:func:`~phalanx_api.run_data.screened_data`), or its attack does not load
+        or rejects its parameters.
     PermissionDeniedError
         When the config asks for a simulated attack and the server does not
         allow them.
@@ -205,6 +212,7 @@ def launch_run(
     attack = config.attack
     if attack.name is not None or attack.q > 0:
         _check_attack(session, config, actor=actor, allowed=allow_attacks, plugins=attack_plugins)
+    config = screened_data(config, datasets_dir)
     run = runs.create_run(
         session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
     )

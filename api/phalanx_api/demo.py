@@ -52,14 +52,26 @@ class DemoServer:
 
 
 def queue_through_api(url: str, secret: str, config: RunConfig) -> str:
-    """Queue a run with ``POST /api/v1/runs`` and return its id."""
+    """Queue a run with ``POST /api/v1/runs`` and return its id.
+
+    Raises
+    ------
+    RuntimeError
+        When the API refuses the run, with the API's own message (for
+        instance data outside ``PHALANX_DATASETS_DIR``).
+    """
     response = httpx.post(
         f"{url}/api/v1/runs",
         json=config.model_dump(mode="json"),
         headers={"Authorization": f"Bearer {secret}"},
         timeout=30,
     )
-    response.raise_for_status()
+    if response.is_error:
+        try:
+            detail = str(response.json()["detail"])
+        except (ValueError, KeyError, TypeError):
+            detail = response.text[:500]
+        raise RuntimeError(f"the API refused the run ({response.status_code}): {detail}")
     return str(response.json()["id"])
 
 

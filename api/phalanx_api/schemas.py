@@ -20,7 +20,6 @@ from pydantic import (
     Field,
     StringConstraints,
     field_validator,
-    model_validator,
 )
 
 from phalanx.config import RunConfig
@@ -201,34 +200,15 @@ class ClientPage(BaseModel):
 
 # ------------------------------------------------------------------- runs
 
-#: Most workers a run launched through the API may have (validation builds the assignment).
-MAX_RUN_WORKERS = 1000
-#: Most files a random-scheme run launched through the API may ask for.
-MAX_RUN_FILES = 10_000
-
 
 class RunLaunchIn(RunConfig):
-    """The run config (as in ``phalanx run CONFIG``), within the API's size limits.
+    """The run config (as in ``phalanx run CONFIG``), with the same limits.
 
-    Checking a config builds its assignment, whose cost grows with the workers
-    and files; the API bounds both so that one request cannot occupy the server.
-    Larger runs are launched with ``phalanx run``.
+    The limits on workers and files live in :class:`~phalanx.config.RunConfig`
+    and are checked on the coerced values, so ``100000.0`` or ``"100000"``
+    workers are refused like ``100000``. ``idx:``/``npz:`` datasets must lie in
+    the server's datasets directory, which the launch checks.
     """
-
-    @model_validator(mode="before")
-    @classmethod
-    def _within_api_limits(cls, data: Any) -> Any:
-        assignment = data.get("assignment") if isinstance(data, dict) else None
-        if not isinstance(assignment, dict):
-            return data
-        for field, limit in (("num_workers", MAX_RUN_WORKERS), ("num_files", MAX_RUN_FILES)):
-            value = assignment.get(field)
-            if isinstance(value, int) and not isinstance(value, bool) and value > limit:
-                raise ValueError(
-                    f"assignment.{field}={value} exceeds the API's limit of {limit}; "
-                    "launch larger runs with `phalanx run`"
-                )
-        return data
 
 
 class RunOut(_Out):

@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=4)
-def _train_set(name: str) -> ImageDataset:
-    return load_dataset(name, "train")
+def _train_set(name: str, num_classes: int | None) -> ImageDataset:
+    return load_dataset(name, "train", num_classes=num_classes)
 
 
 @lru_cache(maxsize=16)
@@ -55,7 +55,7 @@ def build_client_app(red_team: RedTeamFactory = RedTeam.from_config) -> ClientAp
             team = red_team(config)
             worker = Worker(
                 config=config,
-                train_set=_train_set(config.data.dataset),
+                train_set=_train_set(config.data.dataset, config.data.num_classes),
                 client_id=identity.client_id,
                 private_key=identity.private_key,
                 behaviour=team.behaviour_of(task.worker) if team else None,

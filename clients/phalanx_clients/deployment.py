@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=4)
-def _train_set(name: str) -> ImageDataset:
-    return load_dataset(name, "train")
+def _train_set(name: str, num_classes: int | None) -> ImageDataset:
+    return load_dataset(name, "train", num_classes=num_classes)
 
 
 @lru_cache(maxsize=16)
@@ -91,7 +91,7 @@ def build_deployment_client_app(environ: Mapping[str, str] | None = None) -> Cli
             config = _run_config(config_json)
             worker = Worker(
                 config=config,
-                train_set=_train_set(config.data.dataset),
+                train_set=_train_set(config.data.dataset, config.data.num_classes),
                 client_id=identity.client_id,
                 private_key=_private_key(key_path, key_path.stat().st_mtime_ns),
                 behaviour=(

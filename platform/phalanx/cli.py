@@ -13,20 +13,27 @@ from typing import Annotated, Literal
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.cli_errors import DEBUG_ENV, RefusedError, ReportingGroup, validation_summary
 from phalanx.config import RunConfig, load_run_config
+from phalanx.data_checks import DataError, DatasetFacts
+from phalanx.data_files import DatasetNotFoundError
 from phalanx.faults import RunFailedError
 from phalanx.flower.deployment.cli import client_start, deploy_app
+from phalanx.preflight import check_run_data
 from phalanx.reports import RoundReport
 from phalanx.runs.summary import RunSummary
 from phalanx.settings import get_settings
 from phalanx_api.cli import client_app, keys_app, serve_app
 
 app = typer.Typer(
-    help="Phalanx: Byzantine-robust federated learning on Flower.", no_args_is_help=True
+    cls=ReportingGroup,
+    help="Phalanx: Byzantine-robust federated learning on Flower.",
+    no_args_is_help=True,
 )
 db_app = typer.Typer(help="The database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -39,6 +46,18 @@ app.add_typer(deploy_app, name="deploy")
 console = Console(stderr=True)
 Format = Literal["table", "json"]
 DEMO_CONFIG = Path(__file__).with_name("demo.toml")
+
+
+@app.callback()
+def _global_options(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", envvar=DEBUG_ENV, help="Show the traceback of an error, not one line."
+        ),
+    ] = False,
+) -> None:
+    """Options of every command (read by :class:`~phalanx.cli_errors.ReportingGroup`)."""
 
 
 def _sessions() -> sessionmaker[Session]:
@@ -76,7 +95,9 @@ def _execute(
                 ray_address=ray_address,
             )
     except RunFailedError as exc:
-        console.print(f"run {run_id} failed: {exc}", highlight=False, markup=False, soft_wrap=True)
+        console.print(
+            f"error: run {run_id} failed: {exc}", highlight=False, markup=False, soft_wrap=True
+        )
         raise typer.Exit(1) from exc
 
 
@@ -136,20 +157,22 @@ def _print_summary(summary: RunSummary, output: Format) -> None:
 
 
 def _load_config(path: Path) -> RunConfig:
+    """Read a local run config; relative dataset paths are taken from the working directory."""
     try:
         config = load_run_config(path)
     except ValidationError as exc:
-        errors = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors()
-        )
-        raise typer.BadParameter(errors, param_hint="CONFIG") from exc
+        raise RefusedError(f"{path}: {validation_summary(exc)}") from exc
     except (OSError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="CONFIG") from exc
-    _check_attack(config, param_hint="CONFIG")
+        raise RefusedError(f"{path}: {exc}") from exc
+    prefix, _, given = config.data.dataset.partition(":")
+    if prefix in ("idx", "npz") and not Path(given).is_absolute():
+        data = config.data.model_copy(update={"dataset": f"{prefix}:{Path(given).absolute()}"})
+        config = config.model_copy(update={"data": data})
+    _check_attack(config, source=str(path))
     return config
 
 
-def _check_attack(config: RunConfig, *, param_hint: str) -> None:
+def _check_attack(config: RunConfig, *, source: str) -> None:
     """Refuse (exit 2) a run whose attack does not load, before anything starts."""
     from phalanx.attack_plugins import AttackPluginError
     from phalanx.attacks import check_attack
@@ -157,7 +180,17 @@ def _check_attack(config: RunConfig, *, param_hint: str) -> None:
     try:
         check_attack(config.attack)
     except AttackPluginError as exc:
-        raise typer.BadParameter(f"attack.{exc.field}: {exc}", param_hint=param_hint) from exc
+        raise RefusedError(f"{source}: attack.{exc.field}: {exc}") from exc
+
+
+def _checked_data(config: RunConfig, root: Path | None = None) -> DatasetFacts:
+    """Check the run's data before anything is recorded or started (refused: exit 2)."""
+    try:
+        facts = check_run_data(config, root)
+    except (DataError, DatasetNotFoundError) as exc:
+        raise RefusedError(str(exc)) from exc
+    console.print(f"data {escape(facts.describe())}")
+    return facts
 
 
 @app.command()
@@ -175,11 +208,12 @@ def run(
         from phalanx.runs.recorder import stored_config
 
         run_config = stored_config(_sessions(), resume)
-        _check_attack(run_config, param_hint="--resume")
+        _check_attack(run_config, source=f"run {resume}")
     elif config is None:
         raise typer.BadParameter("give a CONFIG file, or --resume RUN_ID")
     else:
         run_config = _load_config(config)
+    _checked_data(run_config)
     _print_summary(_execute(run_config, resume=resume, output=fmt, ray_address=ray_address), fmt)
 
 
@@ -201,6 +235,7 @@ def demo(
     """
     fmt = _format(output)
     run_config = _load_config(config or DEMO_CONFIG)
+    _checked_data(run_config)
     if not serve:
         _print_summary(_execute(run_config, resume=None, output=fmt, ray_address=None), fmt)
         return
@@ -328,6 +363,15 @@ def coordinator(
                 )
             except Exception as exc:  # one bad run must not stop the service
                 console.print(f"run {run_id} failed: {type(exc).__name__}: {exc}")
+            continue
+        try:
+            _checked_data(config, settings.datasets_dir)
+        except RefusedError as exc:  # bad data fails this run, before anything starts
+            with sessions.begin() as session:
+                runs.finish_run(
+                    session, run_id, RunStatus.FAILED, claimer=claimer, error=f"data refused: {exc}"
+                )
+            console.print(f"run {run_id} refused: {escape(str(exc))}")
             continue
         try:
             register_simulated_clients(sessions, run_id, config)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from phalanx.assignment import count_files
 from phalanx.attack_plugins import installed_attacks, is_reference
+from phalanx.data_checks import MAX_CLASSES
 from phalanx.tolerance import Rule, min_inputs
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
@@ -25,6 +26,12 @@ ATTACK_NAMES = (
     "mimic",
     "label_flip",
 )
+MAX_WORKERS = 10_000
+"""Most workers a run may have, from the CLI and the API alike."""
+MAX_NUM_FILES = 100_000
+"""Most files per round a random-scheme run may ask for."""
+DATASET_NAMES = ("fashion-mnist", "digits")
+"""The built-in datasets; others are named ``idx:DIR`` or ``npz:PATH``."""
 
 
 class _Section(BaseModel):
@@ -36,7 +43,17 @@ class DataConfig(_Section):
 
     dataset: str = Field(
         default="fashion-mnist",
-        description='"fashion-mnist", "digits", "idx:DIR" or "npz:PATH".',
+        max_length=4096,
+        description='"fashion-mnist", "digits", "idx:DIR" or "npz:PATH". Through the API, '
+        "DIR and PATH must lie inside the server's datasets directory (PHALANX_DATASETS_DIR) "
+        "and a relative one is relative to it.",
+    )
+    num_classes: int | None = Field(
+        default=None,
+        ge=2,
+        le=MAX_CLASSES,
+        description="Classes of the model; null: 10 for fashion-mnist and digits, else inferred "
+        "as max label + 1 when every label 0..max occurs in the training split.",
     )
     model: Literal["cnn", "mlp"] = "cnn"
     samples_per_file: int = Field(default=32, ge=1, le=100_000)
@@ -44,14 +61,26 @@ class DataConfig(_Section):
         default=2000, ge=1, description="Test samples evaluated each round; None means all."
     )
 
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        prefix, _, path = name.partition(":")
+        if name in DATASET_NAMES or (prefix in ("idx", "npz") and path and "\x00" not in path):
+            return name
+        raise ValueError(
+            f"unknown dataset {name!r}; use 'fashion-mnist', 'digits', 'idx:DIR' or 'npz:PATH'"
+        )
+
 
 class AssignmentConfig(_Section):
     """Who computes which file (ARCHITECTURE.md section 2)."""
 
     scheme: Scheme = "bibd"
-    num_workers: int = Field(default=15, ge=1, le=100_000)
+    num_workers: int = Field(default=15, ge=1, le=MAX_WORKERS)
     r: int = Field(default=3, ge=1, le=64)
-    num_files: int | None = Field(default=None, ge=1, description="Only for the random scheme.")
+    num_files: int | None = Field(
+        default=None, ge=1, le=MAX_NUM_FILES, description="Only for the random scheme."
+    )
     relabel: bool = Field(default=True, description="Relabel workers at random every round.")
 
 

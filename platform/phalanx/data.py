@@ -5,14 +5,18 @@ normalised, and int64 labels. Normalisation is fixed per dataset, never
 computed from the split being loaded, so the train and test splits of a
 dataset always share it: pixels are first scaled to ``[0, 1]`` (``uint8``
 values by ``1 / 255``, scikit-learn digits by ``1 / 16``, floating-point input
-is taken as already in ``[0, 1]``), then standardised as ``(v - mean) / std``.
+must already be in ``[0, 1]``), then standardised as ``(v - mean) / std``.
+Every array is checked first by the rules of :mod:`phalanx.data_checks`
+(channels first, square, pixels ``uint8`` or floats in ``[0, 1]``, no NaN,
+labels ``0 .. C - 1``), and a refusal names the file, the key and the fix.
 
 Sources
 -------
 ``"fashion-mnist"``
-    The four IDX files of Fashion-MNIST, gzipped or not, from ``root``, else
-    ``$PHALANX_DATASETS_DIR``, else ``/usr/share/datasets/fashion-mnist``
-    (where Debian's ``dataset-fashion-mnist`` puts them, gzipped).
+    The four IDX files of Fashion-MNIST, gzipped or not, in the datasets
+    directory: ``root``, else ``$PHALANX_DATASETS_DIR``, else
+    ``/usr/share/datasets/fashion-mnist`` (where Debian's
+    ``dataset-fashion-mnist`` puts them, gzipped).
 ``"digits"``
     scikit-learn's 1,797 8x8 digits, with a fixed 80/20 train/test split.
 ``"idx:DIR"``
@@ -22,34 +26,77 @@ Sources
     with a ``.gz`` suffix.
 ``"npz:PATH"``
     A NumPy ``.npz`` archive with ``x_train``, ``y_train``, ``x_test``,
-    ``y_test`` (see :func:`load_npz`).
+    ``y_test`` (see :func:`load_npz`), read with ``allow_pickle=False``.
 
-A missing dataset raises :class:`DatasetNotFoundError`; no loader ever falls
-back to another dataset.
+A relative ``DIR`` or ``PATH`` is relative to the datasets directory and must
+stay inside it (runs queued through the API name their data this way; ``phalanx
+run`` makes the paths of a local config absolute first). A missing dataset
+raises :class:`DatasetNotFoundError`; no loader ever falls back to another
+dataset. Reading files, the datasets directory and the whole-dataset check
+(:func:`check_dataset`) live in :mod:`phalanx.data_files`, which the API uses
+without torch; the files read last are cached there, so checking a dataset and
+then loading it reads it once.
 """
 
 from __future__ import annotations
 
-import gzip
-import os
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 import torch
 from torch import Tensor
 
-Split = Literal["train", "test"]
+from phalanx.data_checks import DataError, RawSplit, check_label_range, checked_split
+from phalanx.data_files import (
+    DATASETS_DIR_ENV,
+    DEFAULT_FASHION_MNIST_DIR,
+    DIGITS_SPLIT_SEED,
+    IDX_FILE_STEMS,
+    DatasetNotFoundError,
+    DatasetOutsideError,
+    Split,
+    check_dataset,
+    confined_dataset,
+    datasets_dir,
+    fashion_mnist_dir,
+    npz_array,
+    npz_keys,
+    num_classes_of,
+    read_idx,
+    read_npz,
+    read_split,
+    stable_permutation,
+)
 
-DATASETS_DIR_ENV = "PHALANX_DATASETS_DIR"
-"""Environment variable naming the directory that holds Fashion-MNIST's IDX files."""
-
-DEFAULT_FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
-"""Where Debian's ``dataset-fashion-mnist`` package installs the (gzipped) IDX files."""
+__all__ = [
+    "DATASETS_DIR_ENV",
+    "DEFAULT_FASHION_MNIST_DIR",
+    "DIGITS_MEAN",
+    "DIGITS_SPLIT_SEED",
+    "DIGITS_STD",
+    "FASHION_MNIST_MEAN",
+    "FASHION_MNIST_STD",
+    "IDX_FILE_STEMS",
+    "DataError",
+    "DatasetNotFoundError",
+    "DatasetOutsideError",
+    "ImageDataset",
+    "Split",
+    "check_dataset",
+    "confined_dataset",
+    "datasets_dir",
+    "fashion_mnist_dir",
+    "load_dataset",
+    "load_digits",
+    "load_fashion_mnist",
+    "load_idx",
+    "load_npz",
+    "read_idx",
+    "read_split",
+    "round_batch",
+    "split_files",
+]
 
 FASHION_MNIST_MEAN = 0.2860
 """Mean pixel value of the Fashion-MNIST training images, scaled to ``[0, 1]``."""
@@ -62,35 +109,6 @@ DIGITS_MEAN = 0.3053
 
 DIGITS_STD = 0.3760
 """Standard deviation of scikit-learn's digits, scaled to ``[0, 1]``."""
-
-DIGITS_SPLIT_SEED = 0
-"""Seed of the fixed permutation that splits the digits 80/20 into train and test."""
-
-IDX_FILE_STEMS: dict[Split, tuple[str, str]] = {
-    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
-}
-"""Canonical MNIST-family file names (images, labels) per split, without ``.gz``."""
-
-_IDX_DTYPES: dict[int, np.dtype[np.generic]] = {
-    0x08: np.dtype(">u1"),
-    0x09: np.dtype(">i1"),
-    0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"),
-    0x0D: np.dtype(">f4"),
-    0x0E: np.dtype(">f8"),
-}
-
-_INSTALL_HINT = (
-    "Install it with `sudo apt-get install dataset-fashion-mnist` "
-    f"(files go to {DEFAULT_FASHION_MNIST_DIR}), or set {DATASETS_DIR_ENV} to a directory "
-    "holding train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
-    "t10k-labels-idx1-ubyte (gzipped or not)."
-)
-
-
-class DatasetNotFoundError(FileNotFoundError):
-    """A dataset's files are not where the loader looked; the message says how to get them."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,59 +176,7 @@ class ImageDataset:
         )
 
 
-# --------------------------------------------------------------------------- IDX
-
-
-def read_idx(path: Path) -> npt.NDArray[np.generic]:
-    """Read one IDX file (gzipped or not) into an array in native byte order.
-
-    Parameters
-    ----------
-    path : Path
-        The file. Gzip is recognised by its magic bytes, not by the suffix.
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape and dtype from the IDX header (``uint8`` for MNIST-family files).
-
-    Raises
-    ------
-    DatasetNotFoundError
-        If ``path`` does not exist.
-    ValueError
-        If the file is not valid IDX: bad magic number, unknown type code, or a
-        size that does not match its header. The message names the file.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetNotFoundError(f"IDX file not found: {path}")
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ValueError(f"{path}: corrupt gzip stream ({exc})") from exc
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise ValueError(f"{path}: not an IDX file (magic number {raw[:4].hex() or 'empty'})")
-    type_code, ndim = raw[2], raw[3]
-    if type_code not in _IDX_DTYPES:
-        raise ValueError(f"{path}: unknown IDX type code 0x{type_code:02x}")
-    if ndim == 0:
-        raise ValueError(f"{path}: IDX header declares zero dimensions")
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise ValueError(f"{path}: truncated IDX header ({len(raw)} bytes, need {header})")
-    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    dtype = _IDX_DTYPES[type_code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if len(raw) - header != expected:
-        raise ValueError(
-            f"{path}: header declares shape {shape} ({expected} data bytes) "
-            f"but the file holds {len(raw) - header}"
-        )
-    data = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
-    return data.astype(dtype.newbyteorder("="), copy=False)
+# --------------------------------------------------------------------------- loaders
 
 
 def load_idx(
@@ -233,7 +199,8 @@ def load_idx(
     name : str
         Name given to the dataset.
     num_classes : int, optional
-        Defaults to ``max(label) + 1``.
+        Defaults to ``max(label) + 1`` of these labels alone (a run's data is
+        loaded by :func:`load_dataset`, which infers it over both splits).
     mean, std : float
         Standardisation applied after scaling pixels to ``[0, 1]``; the default
         maps ``[0, 1]`` to ``[-1, 1]``.
@@ -242,46 +209,13 @@ def load_idx(
     -------
     ImageDataset
     """
-    images = read_idx(Path(images_path))
-    labels = read_idx(Path(labels_path))
-    return _build(
-        images,
-        labels,
-        name=name,
-        num_classes=num_classes,
-        mean=mean,
-        std=std,
+    split = RawSplit(
+        images=read_idx(Path(images_path)),
+        labels=read_idx(Path(labels_path)),
         images_source=str(images_path),
         labels_source=str(labels_path),
     )
-
-
-def _find_idx(directory: Path, stem: str) -> Path | None:
-    for candidate in (directory / stem, directory / f"{stem}.gz"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _load_idx_dir(
-    directory: Path, split: Split, *, name: str, mean: float, std: float, hint: str
-) -> ImageDataset:
-    images_stem, labels_stem = IDX_FILE_STEMS[split]
-    images, labels = _find_idx(directory, images_stem), _find_idx(directory, labels_stem)
-    if images is None or labels is None:
-        missing = [s for s, p in ((images_stem, images), (labels_stem, labels)) if p is None]
-        raise DatasetNotFoundError(
-            f"{name}: {', '.join(missing)} (or .gz) not found in {directory}. {hint}"
-        )
-    return load_idx(images, labels, name=name, mean=mean, std=std)
-
-
-def fashion_mnist_dir(root: Path | None = None) -> Path:
-    """Directory holding Fashion-MNIST: ``root``, else ``$PHALANX_DATASETS_DIR``, else Debian's."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get(DATASETS_DIR_ENV)
-    return Path(env) if env else DEFAULT_FASHION_MNIST_DIR
+    return _build(split, name=name, num_classes=num_classes, mean=mean, std=std)
 
 
 def load_fashion_mnist(split: Split, root: Path | None = None) -> ImageDataset:
@@ -292,22 +226,14 @@ def load_fashion_mnist(split: Split, root: Path | None = None) -> ImageDataset:
     split : {"train", "test"}
         Which split.
     root : Path, optional
-        Directory of the four IDX files; see :func:`fashion_mnist_dir`.
+        Directory of the four IDX files; see :func:`datasets_dir`.
 
     Raises
     ------
     DatasetNotFoundError
         If the files are missing; the message says how to install them.
     """
-    directory = fashion_mnist_dir(root)
-    return _load_idx_dir(
-        directory,
-        _check_split(split),
-        name=f"fashion-mnist/{split}",
-        mean=FASHION_MNIST_MEAN,
-        std=FASHION_MNIST_STD,
-        hint=f"Fashion-MNIST is missing. {_INSTALL_HINT}",
-    )
+    return load_dataset("fashion-mnist", split, root)
 
 
 # --------------------------------------------------------------------------- npz and digits
@@ -340,7 +266,8 @@ def load_npz(
         Which pair of keys to read; see ``path``.
     num_classes : int, optional
         Defaults to ``max(label) + 1`` over every label array in the archive,
-        so both splits of one archive agree.
+        so both splits of one archive agree (a run's data is loaded by
+        :func:`load_dataset`, which also checks that inference).
     mean, std : float
         Standardisation applied after scaling to ``[0, 1]``.
 
@@ -348,41 +275,24 @@ def load_npz(
     ------
     DatasetNotFoundError
         If the archive does not exist.
-    ValueError
-        If the expected keys are absent or the arrays are malformed.
+    DataError
+        If the file is not an ``.npz`` archive, the expected keys are absent
+        or the arrays are malformed.
     """
     path = Path(path)
+    source = str(path)
     if not path.is_file():
         raise DatasetNotFoundError(f"{name}: .npz archive not found: {path}")
-    x_key, y_key = ("x", "y") if split is None else (f"x_{_check_split(split)}", f"y_{split}")
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{path}: not a readable .npz archive ({exc})") from exc
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path}: a single .npy array, not an .npz archive of named arrays")
-    with loaded as archive:
-        keys = set(archive.files)
-        if x_key not in keys or y_key not in keys:
-            raise ValueError(
-                f"{path}: expected arrays {x_key!r} and {y_key!r}, found {sorted(keys)}; "
-                "use keys x/y (split=None) or x_train/y_train/x_test/y_test (split given)"
-            )
-        images, labels = archive[x_key], archive[y_key]
-        if num_classes is None:
-            label_keys = [k for k in ("y", "y_train", "y_test") if k in keys]
-            all_labels = [_labels_to_numpy(archive[k], f"{path}[{k}]") for k in label_keys]
-            num_classes = max(int(a.max()) for a in all_labels if a.size) + 1
-    return _build(
-        images,
-        labels,
-        name=name,
-        num_classes=num_classes,
-        mean=mean,
-        std=std,
-        images_source=f"{path}[{x_key}]",
-        labels_source=f"{path}[{y_key}]",
-    )
+    if split not in (None, "train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    x_key, y_key = ("x", "y") if split is None else (f"x_{split}", f"y_{split}")
+    raw = read_npz(path, x_key, y_key, source=source)
+    if num_classes is None:
+        label_keys = [k for k in ("y", "y_train", "y_test") if k in npz_keys(path, source=source)]
+        arrays = [npz_array(path, k, source=source) for k in label_keys]
+        tops = [int(a.max()) for a in arrays if a.size and np.issubdtype(a.dtype, np.integer)]
+        num_classes = max(tops) + 1 if tops else None
+    return _build(raw, name=name, num_classes=num_classes, mean=mean, std=std)
 
 
 def load_digits(split: Split) -> ImageDataset:
@@ -392,43 +302,29 @@ def load_digits(split: Split) -> ImageDataset:
     :data:`DIGITS_SPLIT_SEED`, whose stream NumPy keeps stable across versions;
     the last fifth of the permutation is the test split.
     """
-    from sklearn.datasets import load_digits as sklearn_digits
-
-    bunch = sklearn_digits()
-    images = np.asarray(bunch.images, dtype=np.float64) / 16.0
-    labels = np.asarray(bunch.target, dtype=np.int64)
-    order = _stable_permutation(labels.shape[0], np.random.SeedSequence(DIGITS_SPLIT_SEED))
-    n_train = labels.shape[0] - labels.shape[0] // 5
-    chosen = order[:n_train] if _check_split(split) == "train" else order[n_train:]
-    return _build(
-        images[chosen],
-        labels[chosen],
-        name=f"digits/{split}",
-        num_classes=10,
-        mean=DIGITS_MEAN,
-        std=DIGITS_STD,
-        images_source="sklearn digits",
-        labels_source="sklearn digits",
-    )
+    return load_dataset("digits", split)
 
 
-# --------------------------------------------------------------------------- registry
-
-
-def load_dataset(name: str, split: Split, root: Path | None = None) -> ImageDataset:
+def load_dataset(
+    name: str, split: Split, root: Path | None = None, *, num_classes: int | None = None
+) -> ImageDataset:
     """Load a dataset by its registry name.
 
     Parameters
     ----------
     name : str
         ``"fashion-mnist"``, ``"digits"``, ``"idx:DIR"`` or ``"npz:PATH"``
-        (see the module docstring). Relative ``DIR`` / ``PATH`` are relative
-        to the working directory.
+        (see the module docstring).
     split : {"train", "test"}
         Which split.
     root : Path, optional
-        The Fashion-MNIST directory (see :func:`fashion_mnist_dir`); ignored
-        by the other sources, whose location is in the name.
+        The datasets directory (see :func:`datasets_dir`): Fashion-MNIST's
+        files, and the base of relative ``DIR`` / ``PATH``.
+    num_classes : int, optional
+        The number of classes (``data.num_classes``); by default 10 for
+        Fashion-MNIST and digits, inferred over both splits' labels otherwise
+        (see :func:`phalanx.data_checks.infer_num_classes`), so the train and
+        test splits always agree.
 
     Raises
     ------
@@ -436,26 +332,43 @@ def load_dataset(name: str, split: Split, root: Path | None = None) -> ImageData
         If the name is not in the registry.
     DatasetNotFoundError
         If the dataset's files are missing.
+    DataError
+        If the data breaks a rule of :mod:`phalanx.data_checks`.
     """
-    _check_split(split)
-    if name == "fashion-mnist":
-        return load_fashion_mnist(split, root)
-    if name == "digits":
-        return load_digits(split)
-    if name.startswith("idx:") and len(name) > 4:
-        directory = Path(name[4:])
-        return _load_idx_dir(
-            directory,
-            split,
-            name=f"{name}/{split}",
-            mean=0.5,
-            std=0.5,
-            hint="Put the four MNIST-format IDX files (optionally .gz) in that directory.",
-        )
-    if name.startswith("npz:") and len(name) > 4:
-        return load_npz(Path(name[4:]), name=f"{name}/{split}", split=split)
-    raise ValueError(
-        f"unknown dataset {name!r}; use 'fashion-mnist', 'digits', 'idx:DIR' or 'npz:PATH'"
+    raw = read_split(name, split, root)
+    mean, std = _NORMALISATION.get(name, (0.5, 0.5))
+    if num_classes is None:
+        num_classes = num_classes_of(name, root)
+    return _build(raw, name=f"{name}/{split}", num_classes=num_classes, mean=mean, std=std)
+
+
+_NORMALISATION = {
+    "fashion-mnist": (FASHION_MNIST_MEAN, FASHION_MNIST_STD),
+    "digits": (DIGITS_MEAN, DIGITS_STD),
+}
+
+
+def _build(
+    split: RawSplit, *, name: str, num_classes: int | None, mean: float, std: float
+) -> ImageDataset:
+    images, labels = checked_split(split)
+    if num_classes is None:
+        num_classes = int(labels.max()) + 1
+    else:
+        check_label_range(labels, num_classes, split.labels_source)
+    if not std > 0:
+        raise ValueError(f"{name}: std must be > 0, got {std}")
+    if images.dtype == np.uint8:
+        scaled = images.astype(np.float32) / np.float32(255.0)
+    else:
+        scaled = images.astype(np.float32)
+    scaled -= np.float32(mean)
+    scaled /= np.float32(std)
+    return ImageDataset(
+        x=torch.from_numpy(np.ascontiguousarray(scaled)),
+        y=torch.from_numpy(labels),
+        num_classes=num_classes,
+        name=name,
     )
 
 
@@ -491,7 +404,7 @@ def round_batch(num_samples: int, batch_size: int, *, seed: int, round: int) -> 
         raise ValueError(f"batch_size must be in 1..num_samples={num_samples}, got {batch_size}")
     if seed < 0 or round < 0:
         raise ValueError(f"seed and round must be >= 0, got seed={seed}, round={round}")
-    order = _stable_permutation(num_samples, np.random.SeedSequence([seed, round]))
+    order = stable_permutation(num_samples, np.random.SeedSequence([seed, round]))
     return torch.from_numpy(order[:batch_size].copy())
 
 
@@ -521,75 +434,3 @@ def split_files(indices: Tensor, num_files: int) -> list[Tensor]:
             f"got {num_files}"
         )
     return [chunk.clone() for chunk in torch.tensor_split(indices, num_files)]
-
-
-# --------------------------------------------------------------------------- internals
-
-
-def _check_split(split: str) -> Split:
-    if split == "train":
-        return "train"
-    if split == "test":
-        return "test"
-    raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-
-
-def _stable_permutation(n: int, seed: np.random.SeedSequence) -> npt.NDArray[np.int64]:
-    draws = np.random.PCG64(seed).random_raw(n)
-    return np.argsort(draws, kind="stable").astype(np.int64)
-
-
-def _labels_to_numpy(labels: npt.NDArray[np.generic], source: str) -> npt.NDArray[np.int64]:
-    if labels.ndim != 1:
-        raise ValueError(f"{source}: labels must be 1-D, got shape {labels.shape}")
-    if not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"{source}: labels must be integers, got {labels.dtype}")
-    return labels.astype(np.int64)
-
-
-def _build(
-    images: npt.NDArray[np.generic],
-    labels: npt.NDArray[np.generic],
-    *,
-    name: str,
-    num_classes: int | None,
-    mean: float,
-    std: float,
-    images_source: str,
-    labels_source: str,
-) -> ImageDataset:
-    if images.ndim == 3:
-        images = images[:, None, :, :]
-    if images.ndim != 4:
-        raise ValueError(
-            f"{images_source}: images must be (N, H, W) or (N, C, H, W), got shape {images.shape}"
-        )
-    if images.dtype == np.uint8:
-        scaled = images.astype(np.float32) / np.float32(255.0)
-    elif np.issubdtype(images.dtype, np.floating):
-        scaled = images.astype(np.float32)
-        if not np.isfinite(scaled).all():
-            raise ValueError(f"{images_source}: images contain NaN or Inf")
-    else:
-        raise ValueError(
-            f"{images_source}: images must be uint8 pixels or floats in [0, 1], got {images.dtype}"
-        )
-    if not std > 0:
-        raise ValueError(f"{name}: std must be > 0, got {std}")
-    scaled -= np.float32(mean)
-    scaled /= np.float32(std)
-    y = _labels_to_numpy(labels, labels_source)
-    if y.shape[0] != images.shape[0]:
-        raise ValueError(
-            f"{images_source} holds {images.shape[0]} images but "
-            f"{labels_source} holds {y.shape[0]} labels"
-        )
-    if y.size and int(y.min()) < 0:
-        raise ValueError(f"{labels_source}: negative label {int(y.min())}")
-    classes = num_classes if num_classes is not None else (int(y.max()) + 1 if y.size else 0)
-    return ImageDataset(
-        x=torch.from_numpy(np.ascontiguousarray(scaled)),
-        y=torch.from_numpy(y),
-        num_classes=classes,
-        name=name,
-    )

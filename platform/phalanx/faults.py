@@ -12,6 +12,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from phalanx.redaction import redact
+
 #: Longest one-line cause kept in an event or a run's error.
 MAX_CAUSE_CHARS = 300
 
@@ -19,11 +21,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 # "SomeError: message" or "package.module.SomeError: message" at the start of a line.
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception)):?\s*(.*)$")
-_PATH = re.compile(r"(?<![\w:/.~])(?:~|\.{1,2})?/[^\s'\"<>,;:()\[\]]+")
-_IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b")
-_IPV6 = re.compile(
-    r"(?<![\w:])\[?(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}\]?(?::\d{1,5})?(?![\w:])"
-)
 # Flower wraps a ClientApp's exception as "<class 'X'>:<'message'>".
 _FLOWER_WRAPPER = re.compile(r"^<class '([\w.]+)'>:<'(.*)'>$", re.DOTALL)
 _FLOWER_PREFIX = re.compile(r"^\s*Exception ClientAppException occurred\. Message:\s*")
@@ -33,30 +30,13 @@ class RunFailedError(RuntimeError):
     """The run cannot go on; the message is the one line that names the cause."""
 
 
-def redact(text: str) -> str:
-    """Replace file paths and network addresses in ``text`` with placeholders.
-
-    What a worker reports about its own host (where its data lives, its addresses)
-    is shown to every viewer of the dashboard; none of it helps a reviewer decide.
-    """
-    text = _PATH.sub("<path>", text)
-    text = _IPV4.sub("<address>", text)
-    return _IPV6.sub(_ipv6_or_not, text)
-
-
-def _ipv6_or_not(match: re.Match[str]) -> str:
-    # Clock times (12:30:45) look alike; an IPv6 address has "::" or seven colons.
-    word = match.group(0)
-    return "<address>" if "::" in word or word.count(":") >= 7 else word
-
-
 def one_line(text: str, *, limit: int = MAX_CAUSE_CHARS) -> str:
     """Reduce an error text (a message or a whole traceback) to one readable line.
 
     Takes the last ``SomeError: message`` line of a traceback when there is one (the
     exception that ended it), else the last non-empty line; strips ANSI escapes and
     control, zero-width and bidi characters; redacts paths and addresses
-    (:func:`redact`); collapses white space; and cuts the result to ``limit``
+    (:func:`~phalanx.redaction.redact`); collapses white space; and cuts the result to ``limit``
     characters.
 
     Parameters

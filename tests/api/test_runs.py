@@ -52,8 +52,17 @@ def test_an_empty_config_takes_the_defaults(client: TestClient, api_keys: Keys) 
         ({"assignment": {"num_workers": 3, "r": 5}}, "assignment.r=5 exceeds"),
         ({"name": "a\x00b"}, "body.name"),
         ({"attack": {"params": {"x": "\x00"}}}, "body.attack.params.x"),
-        ({"assignment": {"scheme": "random", "num_workers": 5000}}, "num_workers=5000 exceeds"),
-        ({"assignment": {"scheme": "random", "num_files": 10**8}}, "num_files=100000000 exceeds"),
+        ({"assignment": {"scheme": "random", "num_workers": 50000}}, "body.assignment.num_workers"),
+        ({"assignment": {"scheme": "random", "num_files": 10**8}}, "body.assignment.num_files"),
+        # limits hold on the coerced values, not only on JSON integers
+        ({"assignment": {"scheme": "random", "num_workers": 5e4}}, "body.assignment.num_workers"),
+        ({"assignment": {"scheme": "random", "num_workers": "50000"}}, "assignment.num_workers"),
+        (
+            {"assignment": {"scheme": "random", "num_files": "10000000"}},
+            "body.assignment.num_files",
+        ),
+        ({"data": {"dataset": "cifar10"}}, "body.data.dataset"),
+        ({"data": {"num_classes": 1}}, "body.data.num_classes"),
     ],
 )
 def test_an_invalid_config_is_422_naming_the_field(

@@ -420,6 +420,18 @@ def test_finishing_a_run_stores_outcome_and_summary(db_session: Session) -> None
         runs.finish_run(db_session, run.id, RunStatus.SUCCEEDED)
 
 
+def test_a_stored_run_error_carries_no_host_path(db_session: Session) -> None:
+    run = new_run(db_session)
+    runs.claim_next_run(db_session, "coord-a")
+    error = "DataError: /srv/phalanx/datasets/mine.npz[x_train]: images contain NaN or Inf"
+    runs.finish_run(db_session, run.id, RunStatus.FAILED, error=error)
+    db_session.commit()
+    db_session.expire_all()
+    assert runs.get_run(db_session, run.id).error == (
+        "DataError: .../mine.npz[x_train]: images contain NaN or Inf"
+    )
+
+
 def test_a_coordinator_that_lost_its_run_cannot_finish_it(db_session: Session) -> None:
     run = new_run(db_session)
     runs.claim_next_run(db_session, "coord-a", now=T0)

@@ -188,3 +188,47 @@ def test_cli_refuses_parameters_an_attack_rejects_before_anything_starts(
     assert result.exit_code == 2
     assert "attack.params" in result.output and message in result.output.replace("\n", " ")
     assert not (tmp_path / "phalanx.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("assignment", "field"),
+    [
+        ({"scheme": "random", "num_workers": 50000.0}, "assignment.num_workers"),
+        ({"scheme": "random", "num_workers": "50000"}, "assignment.num_workers"),
+        ({"scheme": "random", "num_files": "10000000"}, "assignment.num_files"),
+        ({"scheme": "random", "num_files": 10**6 * 1.0}, "assignment.num_files"),
+    ],
+)
+def test_size_limits_hold_on_the_coerced_values(assignment: dict[str, object], field: str) -> None:
+    assert field in _error({"assignment": assignment}).replace("\n", ".")
+
+
+def test_the_limits_admit_the_largest_allowed_run() -> None:
+    config = RunConfig.model_validate(
+        {"assignment": {"scheme": "random", "num_workers": 10000.0, "r": 3, "num_files": "100000"}}
+    )
+    assert (config.assignment.num_workers, config.assignment.num_files) == (10000, 100000)
+
+
+def test_cli_refuses_a_coerced_limit_in_one_line_with_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_text('[assignment]\nscheme = "random"\nnum_workers = 50000.0\n')
+    result = CliRunner().invoke(app, ["run", str(path)], env={"PHALANX_DATA_DIR": str(tmp_path)})
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: {path}: assignment.num_workers: Input should be less than or equal to 10000"
+    ]
+
+
+def test_datasets_are_named_in_one_of_the_four_forms() -> None:
+    for good in ("fashion-mnist", "digits", "idx:kmnist", "npz:/data/mnist.npz"):
+        assert RunConfig.model_validate({"data": {"dataset": good}}).data.dataset == good
+    for bad in ("cifar10", "npz:", "idx", "npz:a\x00b"):
+        assert "unknown dataset" in _error({"data": {"dataset": bad}})
+
+
+def test_num_classes_is_optional_and_bounded() -> None:
+    assert RunConfig().data.num_classes is None
+    assert RunConfig.model_validate({"data": {"num_classes": "100"}}).data.num_classes == 100
+    for bad in (1, 1001):
+        assert "data.num_classes" in _error({"data": {"num_classes": bad}}).replace("\n", ".")

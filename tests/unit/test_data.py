@@ -10,13 +10,19 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from phalanx import data_files
 from phalanx.data import (
     DATASETS_DIR_ENV,
     DEFAULT_FASHION_MNIST_DIR,
     FASHION_MNIST_MEAN,
     FASHION_MNIST_STD,
+    DataError,
     DatasetNotFoundError,
+    DatasetOutsideError,
     ImageDataset,
+    Split,
+    check_dataset,
+    confined_dataset,
     load_dataset,
     load_digits,
     load_fashion_mnist,
@@ -136,6 +142,18 @@ def test_missing_fashion_mnist_error_says_how_to_install_it(tmp_path: Path) -> N
     assert DATASETS_DIR_ENV in message and str(tmp_path) in message
 
 
+def test_missing_fashion_mnist_is_one_line_naming_the_setting_and_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DATASETS_DIR_ENV, str(tmp_path))
+    with pytest.raises(DatasetNotFoundError) as info:
+        check_dataset("fashion-mnist")
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"Fashion-MNIST is not in {tmp_path} ({DATASETS_DIR_ENV}): ")
+    assert "dataset-fashion-mnist" in message
+
+
 def test_missing_fashion_mnist_is_never_replaced_by_another_dataset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,6 +228,159 @@ def test_load_npz_rejects_a_file_that_is_not_an_archive(tmp_path: Path) -> None:
     path.write_bytes(b"not a zip file at all")
     with pytest.raises(ValueError, match=r"junk.npz"):
         load_npz(path, name="j")
+
+
+def write_npz(path: Path, **arrays: object) -> str:
+    """Write a train/test archive: 12 training and 4 test 4x4 images, labels 0..3, or ``arrays``."""
+    x = tiny_images(12)
+    layout: dict[str, object] = {
+        "x_train": x,
+        "y_train": np.arange(12) % 4,
+        "x_test": x[:4],
+        "y_test": np.arange(4),
+    }
+    np.savez(path, **{**layout, **arrays})
+    return f"npz:{path}"
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        (np.arange(12) % 4 + 1, r"labels run 1..4 with no 0; .*subtract 1"),
+        (np.array([0, 1, 2, 3] * 2 + [255] * 4), r"labels reach 255, which would make 256"),
+    ],
+    ids=["one-based", "255-marker"],
+)
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_the_registry_refuses_labels_it_cannot_count_classes_from(
+    tmp_path: Path, labels: np.ndarray, expected: str, split: Split
+) -> None:
+    name = write_npz(tmp_path / "d.npz", y_train=labels)
+    with pytest.raises(DataError, match=expected):
+        load_dataset(name, split)
+
+
+def test_a_label_10_only_in_the_test_split_is_refused_by_both_splits(tmp_path: Path) -> None:
+    name = write_npz(tmp_path / "d.npz", y_test=np.array([0, 1, 2, 10]))
+    for split in ("train", "test"):
+        with pytest.raises(DataError, match=r"\[y_test\]: label 10 never occurs"):
+            load_dataset(name, split)  # type: ignore[arg-type]
+
+
+def test_stated_classes_are_used_by_both_splits(tmp_path: Path) -> None:
+    name = write_npz(tmp_path / "d.npz")
+    assert load_dataset(name, "test", num_classes=7).num_classes == 7
+    assert load_dataset(name, "train").num_classes == 4
+    with pytest.raises(DataError, match=r"label 3 is outside 0..2 \(data.num_classes=3\)"):
+        load_dataset(name, "train", num_classes=3)
+
+
+def test_the_registry_refuses_float_pixels_in_0_to_255(tmp_path: Path) -> None:
+    name = write_npz(tmp_path / "d.npz", x_train=tiny_images(12).astype(np.float32))
+    with pytest.raises(DataError, match=r"\[x_train\]: float pixels must be in \[0, 1\].*255"):
+        load_dataset(name, "train")
+
+
+def test_the_registry_says_channels_last_images_are_channels_last(tmp_path: Path) -> None:
+    name = write_npz(tmp_path / "d.npz", x_test=np.zeros((4, 28, 28, 1), dtype=np.uint8))
+    with pytest.raises(DataError, match=r"channels-last .* x.transpose\(0, 3, 1, 2\)"):
+        load_dataset(name, "test")
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"not a zip file at all", r"not an .npz archive \(NumPy's zip of named arrays\)"),
+        (b"\x93NUMPY\x01\x00", r"a single .npy array, not an .npz archive"),
+    ],
+)
+def test_a_file_that_is_not_an_npz_archive_gets_our_message(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
+    path = tmp_path / "junk.npz"
+    path.write_bytes(content)
+    with pytest.raises(DataError, match=expected) as info:
+        load_dataset(f"npz:{path}", "train")
+    assert "pickle" not in str(info.value)
+
+
+def test_pickled_arrays_are_never_unpickled(tmp_path: Path) -> None:
+    name = write_npz(tmp_path / "d.npz", y_train=np.array([{"a": 1}] * 12, dtype=object))
+    with pytest.raises(DataError, match=r"\[y_train\]: not a readable NumPy array"):
+        load_dataset(name, "train")
+
+
+def test_check_dataset_refuses_train_and_test_images_of_different_sizes(tmp_path: Path) -> None:
+    name = write_npz(tmp_path / "d.npz", x_test=np.zeros((4, 5, 5), dtype=np.uint8))
+    with pytest.raises(DataError, match=r"test images are 1x5x5 but training images"):
+        check_dataset(name)
+
+
+def test_check_dataset_refuses_nan_in_the_training_split(tmp_path: Path) -> None:
+    images = np.full((12, 4, 4), 0.5, dtype=np.float32)
+    images[5, 0, 0] = np.nan
+    name = write_npz(tmp_path / "d.npz", x_train=images)
+    with pytest.raises(DataError, match=r"\[x_train\]: images contain NaN or Inf"):
+        check_dataset(name)
+
+
+def test_check_dataset_reports_and_a_load_after_it_reads_nothing_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = write_npz(tmp_path / "d.npz")
+    facts = check_dataset(name, batch_size=12)
+    assert (facts.num_classes, facts.train_size, facts.test_size) == (4, 12, 4)
+    loads: list[object] = []
+    real_load = np.load
+    monkeypatch.setattr(np, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    assert len(load_dataset(name, "train")) == 12 and len(load_dataset(name, "test")) == 4
+    assert loads == []
+
+
+def test_a_rewritten_file_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "d.npz"
+    check_dataset(write_npz(path))
+    write_npz(path, y_train=np.arange(12) % 4 + 1)
+    with pytest.raises(DataError, match=r"labels run 1..4"):
+        check_dataset(f"npz:{path}")
+
+
+def test_relative_paths_are_relative_to_the_datasets_dir_and_stay_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    write_npz(datasets / "mine.npz")
+    write_npz(tmp_path / "outside.npz")
+    monkeypatch.setenv(DATASETS_DIR_ENV, str(datasets))
+    monkeypatch.chdir(tmp_path)
+    assert len(load_dataset("npz:mine.npz", "test")) == 4
+    with pytest.raises(DataError, match=r"must stay inside it"):
+        load_dataset("npz:../outside.npz", "test")
+    with pytest.raises(DatasetNotFoundError, match=r"npz:absent.npz: .* datasets directory"):
+        load_dataset("npz:absent.npz", "test")
+
+
+def test_confined_dataset_makes_paths_relative_and_refuses_the_outside_alike(
+    tmp_path: Path,
+) -> None:
+    datasets = tmp_path / "datasets"
+    (datasets / "kmnist").mkdir(parents=True)
+    (tmp_path / "private.npz").write_bytes(b"x")
+    (datasets / "link.npz").symlink_to(tmp_path / "private.npz")
+    assert confined_dataset(f"idx:{datasets / 'kmnist'}", datasets) == "idx:kmnist"
+    assert confined_dataset("npz:kmnist/../a.npz", datasets) == "npz:a.npz"
+    assert confined_dataset("digits", datasets) == "digits"
+    messages = set()
+    for outside in ("private.npz", "absent.npz"):
+        for name in (f"npz:{tmp_path / outside}", f"npz:../{outside}"):
+            with pytest.raises(DatasetOutsideError) as info:
+                confined_dataset(name, datasets)
+            messages.add(str(info.value))
+    with pytest.raises(DatasetOutsideError) as info:
+        confined_dataset("npz:link.npz", datasets)
+    messages.add(str(info.value))
+    assert messages == {data_files.OUTSIDE_DATASETS_DIR}
 
 
 def test_digits_split_is_a_fixed_disjoint_80_20_partition() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from phalanx.faults import MAX_CAUSE_CHARS, common_failure, describe, one_line, redact
+from phalanx.faults import MAX_CAUSE_CHARS, common_failure, describe, one_line
 
 RAY_TRACEBACK = """\x1b[36mray::ClientAppActor.run()\x1b[39m (pid=4242, ip=10.1.2.3)
 Traceback (most recent call last):
@@ -21,7 +21,7 @@ ray.exceptions.RayTaskError(ClientAppException): ray::ClientAppActor.run()
 
 
 def test_a_ray_traceback_becomes_the_line_of_the_exception_that_ended_it() -> None:
-    assert one_line(RAY_TRACEBACK) == "ValueError: <path>: pixels hold NaN"
+    assert one_line(RAY_TRACEBACK) == "ValueError: .../train.npz: pixels hold NaN"
 
 
 def test_flowers_wrapped_reason_is_unwrapped() -> None:
@@ -50,17 +50,6 @@ def test_nothing_printable_is_said_as_such() -> None:
     assert one_line("\x1b[0m\n\u200b\n") == "no reason given"
 
 
-def test_paths_and_addresses_are_redacted_but_not_times_or_ratios() -> None:
-    text = (
-        "open('/home/alice/data.npz') failed on 192.168.1.20:9092 and [fe80::1]:80 "
-        "(see ~/logs/x and ./rel/y) at 12:30:45, 1/2 done, and/or http://host/path"
-    )
-    assert redact(text) == (
-        "open('<path>') failed on <address> and <address> "
-        "(see <path> and <path>) at 12:30:45, 1/2 done, and/or http://host/path"
-    )
-
-
 @given(st.text())
 def test_one_line_is_one_short_printable_line_whatever_it_is_given(text: str) -> None:
     line = one_line(text)
@@ -71,7 +60,7 @@ def test_one_line_is_one_short_printable_line_whatever_it_is_given(text: str) ->
 
 
 def test_describe_names_the_exception_type() -> None:
-    assert describe(FileNotFoundError("/data/x.npz")) == "FileNotFoundError: <path>"
+    assert describe(FileNotFoundError("/data/x.npz")) == "FileNotFoundError: .../x.npz"
 
 
 def test_a_minority_of_failures_lets_the_round_go_on() -> None:

@@ -43,14 +43,18 @@ def launch_run(
 ) -> RunOut:
     """Queue a run with this config (the same model as ``phalanx run CONFIG``).
 
-    A coordinator (``phalanx coordinator``) claims it; follow it at ``Location``.
-    A simulated attack (``attack``) is refused with 403 unless the server sets
-    ``PHALANX_API_ALLOW_ATTACKS=true``, and with 422 when it does not load.
+    ``idx:``/``npz:`` data must lie in the server's datasets directory
+    (``PHALANX_DATASETS_DIR``), relative paths being relative to it; data
+    present there is checked before the run is queued. A simulated attack
+    (``attack``) is refused with 403 unless the server sets
+    ``PHALANX_API_ALLOW_ATTACKS=true``, and with 422 when it does not load. A
+    coordinator (``phalanx coordinator``) claims it; follow it at ``Location``.
     """
     run = actions.launch_run(
         db,
         config,
         actor=user,
+        datasets_dir=settings.datasets_dir,
         allow_attacks=settings.api_allow_attacks,
         attack_plugins=settings.attack_plugins,
     )

@@ -35,7 +35,7 @@ def build_coordinator(
     ``members`` are the workers' identities: the simulated roster by default,
     the approved clients in a deployment.
     """
-    test_set = load_dataset(config.data.dataset, "test")
+    test_set = load_dataset(config.data.dataset, "test", num_classes=config.data.num_classes)
     model = init_model(
         config.data.model,
         in_channels=int(test_set.x.shape[1]),

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from phalanx.redaction import redact_host_paths
 from phalanx.store.errors import ConflictError, LeaseLostError, NotFoundError
 from phalanx.store.models import Run, RunStatus
 from phalanx.store.types import utcnow
@@ -314,7 +315,8 @@ def finish_run(
     status : RunStatus
         ``succeeded``, ``failed`` or ``cancelled``.
     error : str, optional
-        What went wrong, for ``failed``.
+        What went wrong, for ``failed``. Every viewer reads it, so host paths
+        are replaced by their last component (:func:`~phalanx.redaction.redact_host_paths`).
     summary : dict, optional
         Final metrics and counts as JSON-compatible data.
     final_model_digest : str, optional
@@ -349,7 +351,7 @@ def finish_run(
     if claimer is not None and (run.status != RunStatus.RUNNING or run.claimed_by != claimer):
         raise LeaseLostError(f"run {run_id!r} is not running under {claimer!r}")
     run.status = status
-    run.error = error
+    run.error = None if error is None else redact_host_paths(error)
     run.summary = summary
     run.final_model_digest = final_model_digest
     run.finished_at = now or utcnow()

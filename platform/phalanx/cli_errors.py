@@ -1,0 +1,86 @@
+"""How the command line reports a failure: one line on stderr, the traceback only on request.
+
+Any exception that escapes a ``phalanx`` command is printed as one line,
+``error: <cause>``, on stderr, and the command exits non-zero: 2 when its input
+was refused before anything started (:class:`RefusedError`: a bad config, bad or
+missing data; and invalid stored configs), 1 for everything else (a run that
+failed, an unreachable database, our own bugs). ``phalanx --debug`` (or
+``PHALANX_DEBUG=1``) lets the exception through, so its traceback is shown.
+Click's usage errors (a missing argument, an unknown option) keep their form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from pydantic import ValidationError
+from typer.core import TyperGroup
+
+DEBUG_ENV = "PHALANX_DEBUG"
+"""Environment variable that, set to 1, shows tracebacks like ``--debug``."""
+
+USAGE_EXIT = 2
+"""Exit status of input refused before anything started (as click's usage errors)."""
+
+FAILURE_EXIT = 1
+"""Exit status of any other error."""
+
+
+class RefusedError(Exception):
+    """A command's input refused before anything started: a bad config, bad or missing data."""
+
+
+def validation_summary(exc: ValidationError) -> str:
+    """Return pydantic's errors as one line: ``field.path: message; ...``.
+
+    An error of the whole model (a rule across sections) names its sections
+    itself, so it comes without a path.
+    """
+    parts = []
+    for error in exc.errors():
+        message = error["msg"].removeprefix("Value error, ")
+        where = ".".join(map(str, error["loc"]))
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def one_line(exc: BaseException) -> str:
+    """Return the cause of ``exc`` as one line.
+
+    The message of a :class:`RefusedError` stands alone; other exceptions are named
+    by their type, then the first line of their message (the rest of a
+    database error, for instance, is its SQL).
+    """
+    if isinstance(exc, ValidationError):
+        return f"invalid config: {validation_summary(exc)}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    message = lines[0] if lines else ""
+    if isinstance(exc, RefusedError):
+        return message or "refused"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def exit_status(exc: BaseException) -> int:
+    """Return 2 for input refused up front (:class:`RefusedError`, an invalid config), else 1."""
+    return USAGE_EXIT if isinstance(exc, RefusedError | ValidationError) else FAILURE_EXIT
+
+
+class ReportingGroup(TyperGroup):
+    """A Typer group whose commands' exceptions end in one line and a non-zero exit.
+
+    The group's own ``debug`` parameter (``--debug``, ``PHALANX_DEBUG``) lets
+    exceptions through instead.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; report an escaping exception in one line unless debugging."""
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click prints these itself, in their usual form
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            click.echo(f"error: {one_line(exc)}", err=True)
+            raise click.exceptions.Exit(exit_status(exc)) from exc
