@@ -53,7 +53,7 @@ def api_settings(
 
 
 def _launch(client: TestClient, keys: Keys, dataset: str, **data: Any) -> Any:
-    config = small_config(data={"dataset": "digits", **data})
+    config = small_config(data={"dataset": "digits", **data}, attack={"name": None, "q": 0})
     body = config.model_dump(mode="json")
     body["data"]["dataset"] = dataset
     return client.post(RUNS, json=body, headers=keys.headers("operator"))
