@@ -18,7 +18,7 @@ store ``NotFoundError``                404
 store ``ConflictError``                409
 body over the size limit               413
 database refused a value               422
-database unreachable                   503
+database locked, unreachable or busy   503 (``Retry-After``)
 =====================================  ======
 """
 
@@ -32,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from phalanx.identity import IdentityError
@@ -39,6 +40,9 @@ from phalanx.store import ConflictError, NotFoundError
 from phalanx_api.schemas import ErrorOut, FieldErrorOut, ValidationErrorOut
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a client is asked to wait before trying again when the database is busy.
+RETRY_AFTER_S = 2
 
 
 class ApiError(Exception):
@@ -181,7 +185,20 @@ async def _data_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
     logger.error("database unavailable: %s", exc)
-    return error_response(503, "the database is unavailable; try again later")
+    return error_response(
+        503,
+        "the database is unavailable; try again later",
+        {"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
+async def _database_busy(request: Request, exc: Exception) -> JSONResponse:
+    logger.error("no database connection free: %s", exc)
+    return error_response(
+        503,
+        f"the database is busy; try again in {RETRY_AFTER_S} s",
+        {"Retry-After": str(RETRY_AFTER_S)},
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -200,3 +217,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(DataError, _data_error)
     app.add_exception_handler(OperationalError, _database_unavailable)
+    app.add_exception_handler(PoolTimeoutError, _database_busy)

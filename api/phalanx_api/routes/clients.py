@@ -27,6 +27,7 @@ from phalanx_api.schemas import (
     ProofIn,
     StatusChangeIn,
 )
+from phalanx_api.transactions import writing
 
 router = APIRouter(prefix=f"{API_PREFIX}/clients", tags=["clients"])
 
@@ -40,12 +41,13 @@ def register_client(
     No API key needed: a client proves itself by signing the challenge
     (``POST /clients/{id}/proof``), then an operator approves it.
     """
-    issued = registration.register_client(
-        db,
-        name=body.name,
-        public_key=body.public_key,
-        challenge_ttl=timedelta(seconds=settings.challenge_ttl_s),
-    )
+    with writing(db):
+        issued = registration.register_client(
+            db,
+            name=body.name,
+            public_key=body.public_key,
+            challenge_ttl=timedelta(seconds=settings.challenge_ttl_s),
+        )
     return ClientRegistrationOut(
         id=issued.client.id, status=issued.client.status, challenge=issued.challenge
     )
@@ -56,18 +58,20 @@ def prove_key(
     client_id: UUID, body: ProofIn, db: SessionDep, settings: SettingsDep
 ) -> ClientStatusOut:
     """Prove possession of the key: the signature over the challenge. Spends the challenge."""
-    client = registration.prove_possession(
-        db, str(client_id), body.signature, auto_approve=settings.auto_approve_clients
-    )
+    with writing(db):
+        client = registration.prove_possession(
+            db, str(client_id), body.signature, auto_approve=settings.auto_approve_clients
+        )
     return ClientStatusOut(id=client.id, status=client.status)
 
 
 @router.post("/{client_id}/challenge", status_code=201, responses=documented(NOT_FOUND, CONFLICT))
 def new_challenge(client_id: UUID, db: SessionDep, settings: SettingsDep) -> ChallengeOut:
     """Give a pending client a new challenge (the last one expired or was spent)."""
-    issued = registration.issue_challenge(
-        db, str(client_id), challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)
-    )
+    with writing(db):
+        issued = registration.issue_challenge(
+            db, str(client_id), challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)
+        )
     return ChallengeOut(
         id=issued.client.id, challenge=issued.challenge, expires_at=issued.expires_at
     )
@@ -140,5 +144,6 @@ def _change(
     body: StatusChangeIn | None,
 ) -> ClientOut:
     reason = body.reason if body is not None else ""
-    client = actions.change_client_status(db, str(client_id), action, actor=user, reason=reason)
+    with writing(db):
+        client = actions.change_client_status(db, str(client_id), action, actor=user, reason=reason)
     return ClientOut.model_validate(client)

@@ -26,6 +26,7 @@ from phalanx_api.schemas import (
     RunOut,
     RunPage,
 )
+from phalanx_api.transactions import writing
 
 router = APIRouter(prefix=f"{API_PREFIX}/runs", tags=["runs"])
 
@@ -41,7 +42,8 @@ def launch_run(
 
     A coordinator (``phalanx coordinator``) claims it; follow it at ``Location``.
     """
-    run = actions.launch_run(db, config, actor=user)
+    with writing(db):
+        run = actions.launch_run(db, config, actor=user)
     response.headers["Location"] = f"{router.prefix}/{run.id}"
     return RunOut.model_validate(run)
 
@@ -88,4 +90,6 @@ def _rounds(db: Session, run_id: str) -> list[RoundOut]:
 )
 def cancel_run(run_id: UUID, db: SessionDep, user: OperatorDep) -> RunOut:
     """Cancel a queued run now, or a running one between rounds (``cancel_requested``)."""
-    return RunOut.model_validate(actions.cancel_run(db, str(run_id), actor=user))
+    with writing(db):
+        run = actions.cancel_run(db, str(run_id), actor=user)
+    return RunOut.model_validate(run)

@@ -16,6 +16,7 @@ from phalanx.store import audit, keys
 from phalanx_api.auth import CSRF_FIELD, DashboardSession, authenticate_session
 from phalanx_api.deps import ContextDep, SessionDep
 from phalanx_api.errors import AuthenticationError
+from phalanx_api.transactions import writing
 
 router = APIRouter(include_in_schema=False)
 
@@ -47,7 +48,12 @@ def login(
     next: Annotated[str | None, Form(max_length=2000)] = None,
 ) -> Response:
     """Check the key; set the session cookie and go to ``next``, or show the form again."""
-    key = keys.verify_key(db, api_key.strip())
+    with writing(db):
+        key = keys.verify_key(db, api_key.strip())
+        if key is not None:
+            audit.append_audit(
+                db, actor=key.name, action="session.login", target_type="key", target_id=key.id
+            )
     if key is None:
         return context.templates.TemplateResponse(
             request,
@@ -55,9 +61,6 @@ def login(
             {"next": safe_next(next), "error": "That API key is not valid or was revoked."},
             status_code=401,
         )
-    audit.append_audit(
-        db, actor=key.name, action="session.login", target_type="key", target_id=key.id
-    )
     settings = context.settings
     response = RedirectResponse(safe_next(next), status_code=303)
     response.set_cookie(
