@@ -25,6 +25,8 @@ import httpx
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Seconds ``phalanx serve`` gets to answer ``/readyz`` (its imports are slow on a busy host).
+START_TIMEOUT_S = 180
 
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -144,7 +146,7 @@ def uvicorn_server(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"phalanx serve exited; see {workdir / 'uvicorn.log'}")
@@ -154,7 +156,7 @@ def uvicorn_server(
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("phalanx serve did not become ready in 60 s")
+                raise RuntimeError(f"phalanx serve was not ready in {START_TIMEOUT_S:.0f} s")
             time.sleep(0.1)
         yield Server(base, process.pid)
     finally:

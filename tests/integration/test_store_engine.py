@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import stat
 import threading
 from collections.abc import Iterator
@@ -120,13 +121,20 @@ def test_a_new_sqlite_database_and_its_wal_are_readable_by_their_owner_only(
     assert modes == dict.fromkeys(modes, 0o600)
 
 
-def test_an_existing_sqlite_database_keeps_its_mode(tmp_path: Path) -> None:
+def test_an_existing_sqlite_database_keeps_its_mode_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "phalanx.db"
     path.touch(mode=0o640)
     path.chmod(0o640)
-    make_engine(f"sqlite:///{path}").dispose()
+    with caplog.at_level(logging.WARNING, logger="phalanx.store.engine"):
+        make_engine(f"sqlite:///{path}").dispose()
+        make_engine(f"sqlite:///{path}").dispose()  # e.g. a readiness probe, again
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert [r.getMessage() for r in caplog.records] == [
+        f"database file {path} has mode 0o640: other users may read it (chmod 600 {path})"
+    ]
 
 
 def test_a_write_that_may_not_wait_fails_while_another_connection_holds_the_lock(

@@ -44,6 +44,8 @@ POOL_TIMEOUT_S = 10.0
 #: Permissions of a SQLite database file this module creates (SQLite gives its
 #: ``-wal`` and ``-shm`` files the same).
 SQLITE_FILE_MODE = 0o600
+#: Database files already warned about, so that a probe making engines does not repeat it.
+_WARNED_MODES: set[Path] = set()
 
 
 def parse_json(document: str | bytes) -> Any:
@@ -173,14 +175,15 @@ def create_private_file(path: Path) -> None:
 
     SQLite gives the ``-wal`` and ``-shm`` files it creates beside it the same
     mode. An existing file keeps its mode (the operator's choice), with a warning
-    when others may read it.
+    (once per process) when others may read it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
     except FileExistsError:
         mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
+        if mode & 0o077 and path not in _WARNED_MODES:
+            _WARNED_MODES.add(path)
             logger.warning(
                 "database file %s has mode %s: other users may read it (chmod 600 %s)",
                 path,
