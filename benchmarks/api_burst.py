@@ -244,7 +244,14 @@ def burst_markdown(burst: dict[str, Any], machine: str) -> list[str]:
         f"{1000 * s['poll_every_s']:.0f} ms (one request at a time). Medians over the bursts, "
         "with the range in parentheses; the p99 of a reader during a burst of a few seconds "
         "is close to its slowest answer. "
-        f"Machine: {machine}.",
+        f"Machine: {machine}."
+        + (
+            " This section was re-run on its own (`--burst-only`); the tables above come "
+            "from the last full run, on the code before the request session became "
+            "read-only with queued admission."
+            if burst.get("alone")
+            else ""
+        ),
         "",
         "| database | registrations | 5xx | unanswered | registrations/s "
         "| healthz p99 at rest (ms) | healthz p99 in burst (ms) | ratio "
@@ -261,5 +268,20 @@ def burst_markdown(burst: dict[str, Any], machine: str) -> list[str]:
             f"| {_range(r['p99_rest_ms'], digits=1)} | {_range(r['p99_burst_ms'], digits=1)} "
             f"| {_range(r['ratio'], 'x', 1)} | {h['failures'] + r['failures']} |"
         )
-    lines.append("")
+    moves = [
+        f"{name}: registrations/s {_fold(d['aggregate']['registrations_per_s'])}, healthz p99 "
+        f"in a burst {_fold(d['aggregate']['healthz']['p99_burst_ms'])}"
+        for name, d in burst["databases"].items()
+    ]
+    lines += [
+        "",
+        "How much the figures move from one burst to the next on this shared host (largest "
+        f"over smallest): {'; '.join(moves)}. Read the medians; a single burst can land on "
+        "a moment when other work has the CPUs.",
+        "",
+    ]
     return lines
+
+
+def _fold(spread: dict[str, float]) -> str:
+    return f"{spread['max'] / spread['min']:.1f}x" if spread["min"] > 0 else "–"

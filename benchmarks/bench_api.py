@@ -458,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             with schema as burst_url:
                 result["burst"] = measure_burst(workdir, burst_settings, burst_url)
+            result["burst"]["alone"] = True  # the listing figures are an earlier run's
         else:
             postgres: AbstractContextManager[str] = (
                 nullcontext(args.postgres_url) if args.postgres_url else throwaway_postgres(workdir)
