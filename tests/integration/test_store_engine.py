@@ -91,6 +91,15 @@ def test_a_write_transaction_commits_its_block_and_rolls_back_a_failed_one(
     assert names == ["kept", "kept despite the error"]
 
 
+def test_write_transactions_do_not_nest(engine: Engine) -> None:
+    with session_factory(engine, read_only=True)() as session, write_transaction(session):
+        runs.create_run(session, name="outer", config={}, seed=1)
+        with pytest.raises(RuntimeError, match="does not nest"), write_transaction(session):
+            pass
+
+    assert _count_runs(engine, read_only=True) == 1
+
+
 def test_a_write_transaction_holds_the_lock_only_inside_its_block(
     engine: Engine, write_lock: WriteLock
 ) -> None:

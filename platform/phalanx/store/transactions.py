@@ -31,6 +31,8 @@ READ_WRITE: Mapping[str, Any] = {INTENT: "write"}
 #: The execution option that, set to ``False``, makes a write fail at once with a
 #: lock error when another connection holds the lock, instead of waiting for it.
 LOCK_WAIT = "phalanx_lock_wait"
+#: Key of ``Session.info`` set while a :func:`write_transaction` block runs.
+_WRITING = "phalanx_writing"
 
 
 def _intent(connection: Any) -> str:
@@ -170,9 +172,17 @@ def write_transaction(
     ------
     Session
         ``session``.
+
+    Raises
+    ------
+    RuntimeError
+        When the session is inside a write transaction already (blocks do not nest).
     """
+    if session.info.get(_WRITING):
+        raise RuntimeError("write_transaction does not nest: it would commit the outer block")
     if session.in_transaction():
         session.commit()
+    session.info[_WRITING] = True
     try:
         session.connection(execution_options={**READ_WRITE, LOCK_WAIT: wait})
         yield session
@@ -182,4 +192,7 @@ def write_transaction(
         else:
             session.rollback()
         raise
-    session.commit()
+    else:
+        session.commit()
+    finally:
+        session.info.pop(_WRITING, None)
