@@ -26,48 +26,58 @@ throughput and p50 / p99 latency per endpoint, and each listing's latency as a
 ratio to ``/healthz``'s under the same rate. The goal: the event list's p99
 within 3x of ``/healthz``'s p99 at 200 requests per second.
 
+Then a burst phase (``api_burst``): hundreds of client registrations at once,
+on SQLite and on PostgreSQL, while ``/healthz`` and a viewer's run list are
+polled; registrations per second, 5xx answers, and each reader's p99 during the
+burst against its p99 at rest, over repeated bursts. ``--burst-only`` re-runs
+just that phase (PostgreSQL then only at ``--postgres-url`` or
+``PHALANX_TEST_POSTGRES_URL``) and updates its part of the results.
+
 PostgreSQL is ``--postgres-url`` if given, else a throwaway server started with
 ``.ci/postgres.sh`` (private state file) and stopped afterwards; the data go to
 a schema of their own, dropped at the end. Writes ``benchmarks/results/api.json``
 and ``api.md`` (``--quick``: a short smoke run, written to ``api_quick.*`` so that
-it never overwrites the full results).
+it never overwrites the full results). Helpers: ``api_harness`` (server, load,
+statistics), ``api_seed`` (the data).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
 import random
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-import torch
-from sqlalchemy import create_engine, insert, text
+from api_burst import QUICK_BURST, BurstSettings, burst_markdown, run_burst
+from api_harness import (
+    Load,
+    Sample,
+    Server,
+    cpu_seconds,
+    private_schema,
+    summarize,
+    throwaway_postgres,
+    uvicorn_server,
+)
+from api_seed import Seeded, seed
+from sqlalchemy import text
 
-from phalanx.assignment import bibd_assignment
-from phalanx.detection import Replica, detect, payload_digest
 from phalanx.store import Role, keys, make_engine, migrate, session_factory
-from phalanx.store.models import Client, Round, Run
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = 50
+POSTGRES_ENV = "PHALANX_TEST_POSTGRES_URL"
 GOAL_RATIO = 3.0
 
 
@@ -115,384 +125,6 @@ QUICK = Settings(
     connections=16,
     timeout_s=10.0,
 )
-
-
-# ---------------------------------------------------------------- PostgreSQL
-
-
-@contextmanager
-def throwaway_postgres(workdir: Path) -> Iterator[str]:
-    """Start PostgreSQL with ``.ci/postgres.sh`` (its own state file); stop it afterwards."""
-    env = {**os.environ, "PHALANX_PG_STATE": str(workdir / "postgres.state")}
-    script = str(ROOT / ".ci" / "postgres.sh")
-    subprocess.run(["bash", script, "start"], check=True, env=env)
-    try:
-        url = subprocess.run(
-            ["bash", script, "url"], check=True, env=env, capture_output=True, text=True
-        ).stdout.strip()
-        yield url
-    finally:
-        subprocess.run(["bash", script, "stop"], check=False, env=env)
-
-
-@contextmanager
-def private_schema(server_url: str) -> Iterator[str]:
-    """Yield a URL whose ``search_path`` is a fresh schema; drop the schema afterwards."""
-    admin = create_engine(server_url.replace("postgresql://", "postgresql+psycopg://", 1))
-    admin = admin.execution_options(isolation_level="AUTOCOMMIT")
-    schema = f"bench_api_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = admin.url.update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-# ------------------------------------------------------------------- seeding
-
-
-def flag_evidence() -> dict[str, Any]:
-    """Evidence of one flag, as the coordinator stores it: a liar in a 7-worker STS round."""
-    assignment = bibd_assignment(7, 3)
-    replicas = []
-    for f, workers in enumerate(assignment.files):
-        honest = torch.randn(1000, generator=torch.Generator().manual_seed(f))
-        for w in workers:
-            value = (-honest if w == 4 else honest).to(torch.float32)
-            replicas.append(Replica(w, f, value, payload_digest(value.numpy().tobytes())))
-    evidence: dict[str, Any] = detect(assignment, replicas).evidence[4].to_dict()
-    return evidence
-
-
-#: Event kinds and how often each occurs.
-KINDS = ("outside_max_clique", "majority_minority", "bad_signature", "stale_round")
-KIND_WEIGHTS = (0.7, 0.1, 0.1, 0.1)
-#: Review statuses and how often each occurs.
-STATUSES = ("open", "confirmed", "dismissed")
-STATUS_WEIGHTS = (0.7, 0.2, 0.1)
-
-
-@dataclass(frozen=True)
-class Seeded:
-    run_ids: list[str]
-    client_ids: list[str]
-    max_event_id: int
-    seconds: float
-    evidence_bytes: int
-
-
-def seed(url: str, settings: Settings) -> Seeded:
-    """Fill the database: runs, rounds, clients in bulk inserts; events with ``COPY``."""
-    started = time.perf_counter()
-    rng = random.Random(settings.seed)
-    engine = make_engine(url)
-    t0 = datetime(2025, 1, 1, tzinfo=UTC)
-    run_ids = [str(uuid.uuid4()) for _ in range(settings.runs)]
-    client_ids = [str(uuid.uuid4()) for _ in range(settings.clients)]
-    config = {
-        "name": "bench",
-        "rounds": settings.rounds_per_run,
-        "assignment": {"scheme": "random", "num_workers": settings.clients, "r": 3},
-    }
-    with engine.begin() as connection:
-        connection.execute(
-            insert(Client),
-            [
-                {
-                    "id": cid,
-                    "name": f"bench/worker-{i}",
-                    "public_key": "-----BEGIN PUBLIC KEY-----\n...\n-----END PUBLIC KEY-----\n",
-                    "fingerprint": f"SHA256:bench-{i}",
-                    "status": "approved",
-                    "created_at": t0,
-                }
-                for i, cid in enumerate(client_ids)
-            ],
-        )
-        connection.execute(
-            insert(Run),
-            [
-                {
-                    "id": rid,
-                    "name": f"bench-{i}",
-                    "config": config,
-                    "status": "succeeded",
-                    "seed": i,
-                    "created_at": t0 + timedelta(hours=i),
-                    "attempts": 1,
-                    "cancel_requested": False,
-                    "current_round": settings.rounds_per_run,
-                }
-                for i, rid in enumerate(run_ids)
-            ],
-        )
-        connection.execute(
-            insert(Round),
-            [
-                {
-                    "run_id": rid,
-                    "number": n,
-                    "started_at": t0 + timedelta(hours=i, minutes=n),
-                    "finished_at": t0 + timedelta(hours=i, minutes=n, seconds=30),
-                    "duration_s": 30.0,
-                    "timings": {"assign": 0.001, "exchange": 25.0, "detect": 0.2},
-                    "bytes_up": 4_271_226,
-                    "bytes_down": 1_423_128,
-                    "metrics": {"accuracy": min(0.99, 0.1 + 0.008 * n), "loss": 2.3 / n},
-                    "num_flagged": settings.events_per_round,
-                    "num_rejected": 0,
-                    "assignment": config["assignment"],
-                    "model_digest": "0" * 64,
-                }
-                for i, rid in enumerate(run_ids)
-                for n in range(1, settings.rounds_per_run + 1)
-            ],
-        )
-    evidence = flag_evidence()
-    reason = json.dumps({"reason": "signature does not verify", "round": 1})
-    columns = (
-        "run_id, round, client_id, worker, kind, severity, evidence, review_status, created_at"
-    )
-    raw = engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        with cursor.copy(f"COPY detection_events ({columns}) FROM STDIN") as copy:
-            written = 0
-            for i, rid in enumerate(run_ids):
-                for n in range(1, settings.rounds_per_run + 1):
-                    for _ in range(settings.events_per_round):
-                        worker = rng.randrange(settings.clients)
-                        kind = rng.choices(KINDS, KIND_WEIGHTS)[0]
-                        if kind in ("outside_max_clique", "majority_minority"):
-                            body = json.dumps({**evidence, "worker": worker})
-                        else:
-                            body = reason
-                        copy.write_row(
-                            (
-                                rid,
-                                n,
-                                client_ids[worker],
-                                worker,
-                                kind,
-                                "high",
-                                body,
-                                rng.choices(STATUSES, STATUS_WEIGHTS)[0],
-                                t0 + timedelta(hours=i, minutes=n, microseconds=written),
-                            )
-                        )
-                        written += 1
-        raw.commit()
-        cursor.execute("ANALYZE")
-        raw.commit()
-        cursor.execute("SELECT max(id) FROM detection_events")
-        max_id = int(cursor.fetchone()[0])  # type: ignore[index]
-    finally:
-        raw.close()
-        engine.dispose()
-    return Seeded(
-        run_ids=run_ids,
-        client_ids=client_ids,
-        max_event_id=max_id,
-        seconds=time.perf_counter() - started,
-        evidence_bytes=len(json.dumps(evidence)),
-    )
-
-
-# --------------------------------------------------------------------- server
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-#: The app as operators run it: ``phalanx serve`` (uvicorn) on loopback; warnings only.
-SERVE = [
-    sys.executable,
-    "-m",
-    "phalanx.cli",
-    "serve",
-    "--host",
-    "127.0.0.1",
-    "--log-level",
-    "warning",
-]
-
-
-@dataclass(frozen=True)
-class Server:
-    base: str
-    pid: int
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()  # fields from the 3rd (state) on
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """Return the CPU time (user + system, all threads) of a process and its children (Linux).
-
-    The children are uvicorn's worker processes under ``phalanx serve --workers N``.
-    """
-    own = _stat(pid)
-    if own is None:
-        return None
-    total = int(own[11]) + int(own[12])
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(pid):
-            fields = _stat(int(entry.name))
-            if fields is not None and fields[1] == str(pid):
-                total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def uvicorn_server(url: str, workdir: Path, workers: int = 1) -> Iterator[Server]:
-    """Run ``phalanx serve --workers N`` on loopback; stop it by its pid afterwards.
-
-    ``phalanx serve`` migrates the database (already at head here), then runs the
-    app in its own process (one worker) or under uvicorn's supervisor, whose
-    worker processes are its children (several).
-    """
-    port = _free_port()
-    env = {
-        **os.environ,
-        "PHALANX_DATABASE_URL": url,
-        "PHALANX_DATA_DIR": str(workdir / "data"),
-        "PHALANX_SECRET_KEY": "bench-secret-key",
-    }
-    log = (workdir / "uvicorn.log").open("ab")
-    process = subprocess.Popen(
-        [*SERVE, "--port", str(port), "--workers", str(workers)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"phalanx serve exited; see {workdir / 'uvicorn.log'}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("phalanx serve did not become ready in 60 s")
-            time.sleep(0.1)
-        yield Server(base, process.pid)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-        log.close()
-
-
-# ---------------------------------------------------------------------- load
-
-
-@dataclass
-class Sample:
-    endpoint: str
-    due: float
-    sent: float
-    done: float
-    status: int
-    size: int
-
-
-@dataclass
-class Load:
-    """An open-loop load: request ``i`` is due at ``start + i / rate``."""
-
-    base: str
-    headers: dict[str, str]
-    connections: int
-    timeout_s: float
-    local: threading.local = field(default_factory=threading.local)
-
-    def client(self) -> httpx.Client:
-        client = getattr(self.local, "client", None)
-        if client is None:
-            client = httpx.Client(base_url=self.base, headers=self.headers, timeout=self.timeout_s)
-            self.local.client = client
-        return client
-
-    def _one(self, endpoint: str, path: str, due: float) -> Sample:
-        sent = time.perf_counter()
-        try:
-            response = self.client().get(path)
-            status, size = response.status_code, len(response.content)
-        except httpx.HTTPError:
-            status, size = 0, 0
-        return Sample(endpoint, due, sent, time.perf_counter(), status, size)
-
-    def run(
-        self, requests: Sequence[tuple[str, str]], rate: float, deadline_s: float
-    ) -> list[Sample]:
-        """Send ``requests`` at ``rate`` per second; stop sending after ``deadline_s``."""
-        samples: list[Sample] = []
-        with ThreadPoolExecutor(self.connections) as pool:
-            futures = []
-            start = time.perf_counter() + 0.05
-            for i, (endpoint, path) in enumerate(requests):
-                due = start + i / rate
-                if due - start > deadline_s:
-                    break
-                pause = due - time.perf_counter()
-                if pause > 0:
-                    time.sleep(pause)
-                futures.append(pool.submit(self._one, endpoint, path, due))
-            for future in futures:
-                samples.append(future.result(timeout=self.timeout_s + deadline_s))
-        return samples
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Return the ``q``-th percentile (0-100), linear between ranks."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = (len(ordered) - 1) * q / 100
-    low, high = int(rank), min(int(rank) + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def summarize(samples: Sequence[Sample]) -> dict[str, Any]:
-    """Throughput, errors, latency percentiles (ms) from due time and on the wire."""
-    ok = [s for s in samples if 200 <= s.status < 300]
-    if not samples:
-        return {"requests": 0}
-    span = max(s.done for s in samples) - min(s.due for s in samples)
-    due = [1000 * (s.done - s.due) for s in ok]
-    wire = [1000 * (s.done - s.sent) for s in ok]
-    return {
-        "requests": len(samples),
-        "errors": len(samples) - len(ok),
-        "throughput_rps": len(ok) / span if span > 0 else float("nan"),
-        "p50_ms": percentile(due, 50),
-        "p90_ms": percentile(due, 90),
-        "p99_ms": percentile(due, 99),
-        "max_ms": max(due, default=float("nan")),
-        "wire_p50_ms": percentile(wire, 50),
-        "wire_p99_ms": percentile(wire, 99),
-        "mean_bytes": statistics.fmean(s.size for s in ok) if ok else 0,
-    }
 
 
 def request_mix(seeded: Seeded, settings: Settings) -> dict[str, list[tuple[str, str]]]:
@@ -721,7 +353,59 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
             "are the service's cost.",
             "",
         ]
+    if "burst" in result:
+        lines += burst_markdown(result["burst"], result["burst"]["machine"])
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def measure_listings(
+    server_url: str, workdir: Path, settings: Settings, quick: bool
+) -> dict[str, Any]:
+    """Seed a schema of its own with events, then time the listings; return the result."""
+    with private_schema(server_url) as url:
+        migrate.upgrade(url)
+        print(f"seeding {settings.events:,} events ...", flush=True)
+        seeded = seed(url, settings)
+        print(f"seeded in {seeded.seconds:.1f} s", flush=True)
+        engine = make_engine(url)
+        with session_factory(engine).begin() as session:
+            secret = keys.create_key(session, name="bench", role=Role.VIEWER).secret
+            version = session.execute(text("SHOW server_version")).scalar_one()
+        engine.dispose()
+        load_before = os.getloadavg()[0]
+        with uvicorn_server(url, workdir, settings.workers) as server:
+            measured = measure(server, secret, seeded, settings)
+        load_after = os.getloadavg()[0]
+    return {
+        "benchmark": "api",
+        "quick": quick,
+        "settings": {**asdict(settings), "events_per_round": settings.events_per_round},
+        "seeded": {
+            "events": settings.events_per_round * settings.runs * settings.rounds_per_run,
+            "seconds": seeded.seconds,
+            "evidence_bytes": seeded.evidence_bytes,
+        },
+        "postgres": version,
+        "machine": machine(load_before, load_after),
+        "measured": measured,
+        "ratios": ratios(measured),
+    }
+
+
+def machine(load_before: float, load_after: float) -> str:
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python "
+        f"{platform.python_version()}; load average {load_before:.1f} before the load "
+        f"and {load_after:.1f} after (other work shares the machine)"
+    )
+
+
+def measure_burst(workdir: Path, settings: BurstSettings, postgres_url: str | None) -> Any:
+    """The burst phase (``api_burst``) on SQLite, and on PostgreSQL at ``postgres_url``."""
+    load_before = os.getloadavg()[0]
+    burst = run_burst(workdir, settings, postgres_url)
+    burst["machine"] = machine(load_before, os.getloadavg()[0])
+    return burst
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -734,6 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, help="uvicorn processes (default 1, as `phalanx serve` runs)"
     )
+    parser.add_argument(
+        "--burst-only",
+        action="store_true",
+        help="re-run only the registration burst (SQLite; PostgreSQL at --postgres-url or "
+        f"{POSTGRES_ENV}) and update its part of the results",
+    )
+    parser.add_argument("--bursts", type=int, help="bursts per database")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     args = parser.parse_args(argv)
     settings = QUICK if args.quick else FULL
@@ -748,49 +439,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         if v is not None
     }
     settings = Settings(**{**asdict(settings), **overrides})
+    burst_settings = QUICK_BURST if args.quick else BurstSettings()
+    if args.bursts is not None:
+        burst_settings = dataclasses.replace(burst_settings, pairs=args.bursts)
+    stem = "api_quick" if args.quick else "api"
+    results = args.out / f"{stem}.json"
 
     with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:
         workdir = Path(tmp)
         (workdir / "data").mkdir()
-        postgres: AbstractContextManager[str] = (
-            nullcontext(args.postgres_url) if args.postgres_url else throwaway_postgres(workdir)
-        )
-        with postgres as server_url, private_schema(server_url) as url:
-            migrate.upgrade(url)
-            print(f"seeding {settings.events:,} events ...", flush=True)
-            seeded = seed(url, settings)
-            print(f"seeded in {seeded.seconds:.1f} s", flush=True)
-            engine = make_engine(url)
-            with session_factory(engine).begin() as session:
-                secret = keys.create_key(session, name="bench", role=Role.VIEWER).secret
-                version = session.execute(text("SHOW server_version")).scalar_one()
-            engine.dispose()
-            load_before = os.getloadavg()[0]
-            with uvicorn_server(url, workdir, settings.workers) as server:
-                measured = measure(server, secret, seeded, settings)
-            load_after = os.getloadavg()[0]
+        if args.burst_only:
+            if not results.is_file():
+                parser.error(f"{results} does not exist: run the whole benchmark first")
+            result = json.loads(results.read_text(encoding="utf-8"))
+            server_url = args.postgres_url or os.environ.get(POSTGRES_ENV)
+            schema: AbstractContextManager[str | None] = (
+                private_schema(server_url) if server_url else nullcontext(None)
+            )
+            with schema as burst_url:
+                result["burst"] = measure_burst(workdir, burst_settings, burst_url)
+            result["burst"]["alone"] = True  # the listing figures are an earlier run's
+        else:
+            postgres: AbstractContextManager[str] = (
+                nullcontext(args.postgres_url) if args.postgres_url else throwaway_postgres(workdir)
+            )
+            with postgres as server_url:
+                result = measure_listings(server_url, workdir, settings, args.quick)
+                with private_schema(server_url) as burst_url:
+                    result["burst"] = measure_burst(workdir, burst_settings, burst_url)
 
-    result = {
-        "benchmark": "api",
-        "quick": args.quick,
-        "settings": {**asdict(settings), "events_per_round": settings.events_per_round},
-        "seeded": {
-            "events": settings.events_per_round * settings.runs * settings.rounds_per_run,
-            "seconds": seeded.seconds,
-            "evidence_bytes": seeded.evidence_bytes,
-        },
-        "postgres": version,
-        "machine": (
-            f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python "
-            f"{platform.python_version()}; load average {load_before:.1f} before the load "
-            f"and {load_after:.1f} after (other work shares the machine)"
-        ),
-        "measured": measured,
-    }
-    result["ratios"] = ratios(measured)
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "api_quick" if args.quick else "api"
-    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     write_markdown(args.out / f"{stem}.md", result)
     print((args.out / f"{stem}.md").read_text(encoding="utf-8"))
     return 0

@@ -15,13 +15,18 @@ from __future__ import annotations
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from fastapi import Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from phalanx.store import OperatorKey, Role, keys
+from phalanx.store.retry import is_lock_error
+from phalanx.store.transactions import write_transaction
+from phalanx.store.types import utcnow
 from phalanx_api.errors import AuthenticationError, PermissionDeniedError
 
 #: Header a cookie-authenticated request repeats its CSRF token in.
@@ -144,17 +149,34 @@ def bearer_secret(header: str) -> str:
 
 
 def authenticate_key(session: Session, secret: str) -> Principal:
-    """Return the operator holding an API key secret.
+    """Return the operator holding an API key secret, noting the key's use once a minute.
 
     Raises
     ------
     AuthenticationError
         When the secret is unknown or its key was revoked.
     """
-    key = keys.verify_key(session, secret)
+    key = keys.find_key(session, secret)
     if key is None:
         raise AuthenticationError("invalid or revoked API key")
+    now = utcnow()
+    if keys.use_due(key, now):
+        _note_use(session, key, now)
     return Principal.of(key, "bearer")
+
+
+def _note_use(session: Session, key: OperatorKey, now: datetime) -> None:
+    """Note a key's use (at most once a minute), unless another connection is writing now.
+
+    A request that reads never waits for the write lock: when it is taken, the
+    note is left to one of the key's next requests.
+    """
+    try:
+        with write_transaction(session, wait=False):
+            keys.note_use(session, key, now)
+    except OperationalError as exc:
+        if not is_lock_error(exc):
+            raise
 
 
 def authenticate_session(

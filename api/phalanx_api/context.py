@@ -9,6 +9,7 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx_api.admission import Admission
 from phalanx_api.auth import SessionSigner
 from phalanx_api.metrics import ApiMetrics
 from phalanx_api.ratelimit import RateLimits
@@ -28,7 +29,10 @@ class AppContext:
     engine : Engine
         The database engine, disposed when the app shuts down.
     sessions : sessionmaker[Session]
-        The session factory.
+        The session factory whose transactions write (seeding, the CLI, tests).
+    reads : sessionmaker[Session]
+        The session factory of requests: read-only transactions, writes in
+        :func:`phalanx_api.transactions.writing`.
     signer : SessionSigner
         Signs and checks dashboard session cookies.
     limits : RateLimits
@@ -37,6 +41,8 @@ class AppContext:
         The app's Prometheus registry.
     templates : Jinja2Templates
         The dashboard's templates.
+    admission : Admission
+        How many requests may hold a session at once.
     """
 
     settings: ApiSettings
@@ -47,6 +53,8 @@ class AppContext:
     limits: RateLimits
     metrics: ApiMetrics
     templates: Jinja2Templates
+    reads: sessionmaker[Session]
+    admission: Admission
 
 
 def app_context(app: FastAPI) -> AppContext:

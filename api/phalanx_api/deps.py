@@ -1,12 +1,17 @@
 """FastAPI dependencies, as ``Annotated`` aliases for route signatures.
 
-``SessionDep`` is one database transaction per request: committed when the
-route returns, rolled back when it raises (unless the error says to keep the
-changes, see :attr:`phalanx_api.errors.ApiError.keep_changes`), and committed
-before the response is sent, so a client that got its answer sees the change
-in its next request. ``ViewerDep``, ``OperatorDep`` and ``AdminDep`` are the
-authenticated operator, with at least that role. ``FormOperatorDep`` is the same for
-a dashboard form post (session cookie plus the form's ``csrf_token`` field).
+``SessionDep`` is the request's database session. It reads: each of its
+transactions is read-only (a deferred ``BEGIN`` on SQLite, which never waits
+for the write lock; ``READ ONLY`` on PostgreSQL). A route that changes
+something does it in ``with writing(db):`` (:mod:`phalanx_api.transactions`),
+one write transaction committed before the route returns, so a client that got
+its answer sees the change in its next request, and the write lock is held
+only while the route writes. Before its session opens, a request waits for a
+slot (:mod:`phalanx_api.admission`), so a burst queues on the event loop
+instead of exhausting the connection pool. ``ViewerDep``, ``OperatorDep`` and
+``AdminDep`` are the authenticated operator, with at least that role.
+``FormOperatorDep`` is the same for a dashboard form post (session cookie plus
+the form's ``csrf_token`` field).
 
 FastAPI runs a plain ``def`` dependency in a worker thread, and each such hop
 costs a request about as much CPU as reading a page of events. So the
@@ -36,7 +41,7 @@ from phalanx_api.auth import (
     require_role,
 )
 from phalanx_api.context import AppContext, app_context
-from phalanx_api.errors import ApiError, AuthenticationError
+from phalanx_api.errors import AuthenticationError
 from phalanx_api.settings import ApiSettings
 
 #: Documents the bearer scheme in OpenAPI; :func:`get_principal` reads the header itself.
@@ -63,45 +68,35 @@ async def get_settings(context: ContextDep) -> ApiSettings:
 SettingsDep = Annotated[ApiSettings, Depends(get_settings)]
 
 
-async def get_session(context: ContextDep) -> AsyncIterator[Session]:
-    """Yield a session whose transaction commits if the route succeeds.
+async def get_session(request: Request, context: ContextDep) -> AsyncIterator[Session]:
+    """Yield the request's read-only session, once the request has a slot.
 
     The session is made on the event loop (it connects on first use, in the
-    route's worker thread); its commit or rollback and its close run in one
-    worker thread, even when the request is cancelled.
+    route's worker thread); its end runs in one worker thread, even when the
+    request is cancelled. Writes commit inside the route (:func:`writing`).
     """
-    session = context.sessions()
-    try:
-        yield session
-    except ApiError as exc:
-        await _end(session, commit=exc.keep_changes)
-        raise
-    except BaseException:
-        await _end(session, commit=False)
-        raise
-    else:
-        await _end(session, commit=True)
-
-
-async def _end(session: Session, *, commit: bool) -> None:
-    """Commit (or roll back) and close ``session`` in a worker thread, shielded from cancellation.
-
-    The thread comes from a limiter of its own, as FastAPI does for the exit of a
-    plain generator dependency: a request waiting for a pooled connection in the
-    shared threads must never keep another from giving its connection back.
-    """
-
-    def end() -> None:
+    async with context.admission.slots_for(request.method):
+        session = context.reads()
         try:
-            if commit:
-                session.commit()
-            else:
-                session.rollback()
+            yield session
         finally:
-            session.close()
+            await _end(session)
 
+
+async def _end(session: Session) -> None:
+    """End ``session``'s read and close it, in a worker thread, shielded from cancellation.
+
+    A session that holds no transaction (it never read, or it only wrote, and
+    committed) closes on the event loop: there is nothing to send. Otherwise the
+    thread comes from a limiter of its own, as FastAPI does for the exit of a
+    plain generator dependency: a request waiting for a thread must never keep
+    another from giving its connection back.
+    """
+    if not session.in_transaction():
+        session.close()
+        return
     with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(end, limiter=anyio.CapacityLimiter(1))
+        await anyio.to_thread.run_sync(session.close, limiter=anyio.CapacityLimiter(1))
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]

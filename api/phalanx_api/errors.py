@@ -19,7 +19,7 @@ store ``ConflictError``                409
 body over the size limit               413
 :class:`RateLimitedError`              429
 database refused a value               422
-database unreachable                   503
+database locked, unreachable or busy   503 (``Retry-After``)
 =====================================  ======
 """
 
@@ -33,6 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from phalanx.identity import IdentityError
@@ -41,6 +42,9 @@ from phalanx_api.ratelimit import retry_after
 from phalanx_api.schemas import ErrorOut, FieldErrorOut, ValidationErrorOut
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a client is asked to wait before trying again when the database is busy.
+RETRY_AFTER_S = 2
 
 
 class ApiError(Exception):
@@ -198,7 +202,20 @@ async def _data_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
     logger.error("database unavailable: %s", exc)
-    return error_response(503, "the database is unavailable; try again later")
+    return error_response(
+        503,
+        "the database is unavailable; try again later",
+        {"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
+async def _database_busy(request: Request, exc: Exception) -> JSONResponse:
+    logger.error("no database connection free: %s", exc)
+    return error_response(
+        503,
+        f"the database is busy; try again in {RETRY_AFTER_S} s",
+        {"Retry-After": str(RETRY_AFTER_S)},
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -217,3 +234,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(DataError, _data_error)
     app.add_exception_handler(OperationalError, _database_unavailable)
+    app.add_exception_handler(PoolTimeoutError, _database_busy)

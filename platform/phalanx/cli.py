@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import ValidationError
@@ -290,6 +290,7 @@ def coordinator(
     from phalanx.runs.recorder import claimer_name, register_simulated_clients
     from phalanx.runs.service import run_recorded
     from phalanx.store import RunStatus, runs
+    from phalanx.store.retry import RetryPolicy, retry_transient
 
     settings = get_settings()
     sessions = _sessions()
@@ -310,9 +311,11 @@ def coordinator(
     while True:
         if deployment is not None:
             deployment.admit()
-        with sessions.begin() as session:
-            claimed = runs.claim_next_run(session, claimer)
-            job = (claimed.id, claimed.config) if claimed else None
+        job = retry_transient(
+            lambda: _claim_next(sessions, claimer),
+            what="claiming the next queued run",
+            policy=RetryPolicy(),
+        )
         if job is None:
             if once:
                 return
@@ -386,6 +389,15 @@ def coordinator(
             console.print(f"run {run_id} finished: accuracy {summary.final_accuracy:.4f}")
         except Exception as exc:  # one bad run must not stop the service
             console.print(f"run {run_id} failed: {type(exc).__name__}: {exc}")
+
+
+def _claim_next(sessions: sessionmaker[Session], claimer: str) -> tuple[str, Any] | None:
+    """Claim the next queued (or abandoned) run; return its id and stored config, if any."""
+    from phalanx.store import runs
+
+    with sessions.begin() as session:
+        claimed = runs.claim_next_run(session, claimer)
+        return (claimed.id, claimed.config) if claimed else None
 
 
 @db_app.command("upgrade")

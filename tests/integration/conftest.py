@@ -8,17 +8,19 @@
   never silently skips PostgreSQL.
 - ``database_url``: each of the two, the PostgreSQL case marked ``postgres``.
 - ``migrated_url``, ``db_engine``, ``db_session``: the same, migrated to head.
+- ``write_lock``: another connection that holds the write lock when told to.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.orm import Session
 
 from phalanx.store import make_engine, normalize_url, session_factory
@@ -101,3 +103,74 @@ def db_session(db_engine: Engine) -> Iterator[Session]:
     """A session on the migrated database; the test commits what it wants kept."""
     with session_factory(db_engine)() as session:
         yield session
+
+
+class WriteLock:
+    """Another connection that holds the write lock: SQLite's, or PostgreSQL's on every table.
+
+    On SQLite a ``BEGIN IMMEDIATE`` transaction; on PostgreSQL an ``EXCLUSIVE``
+    lock on the tables, which lets reads through and makes writers wait. An
+    engine made with a short ``lock_timeout_s`` then fails its writes with a
+    lock error, as under a burst of writes.
+    """
+
+    TABLES = "runs, rounds, checkpoints, detection_events, clients, operator_keys, audit_log"
+    #: Seconds to wait for the lock before failing the test (instead of hanging it).
+    WAIT_S = 5
+
+    def __init__(self, url: str) -> None:
+        self._url = normalize_url(url)
+        self._sqlite: sqlite3.Connection | None = None
+        self._postgres: Connection | None = None
+        self._engine: Engine | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether the lock is held now."""
+        return self._sqlite is not None or self._postgres is not None
+
+    def hold(self) -> None:
+        """Take the lock (and keep it until :meth:`release`)."""
+        if self.held:
+            return
+        if self._url.get_backend_name() == "sqlite":
+            connection = sqlite3.connect(
+                str(self._url.database),
+                isolation_level=None,
+                timeout=self.WAIT_S,
+                check_same_thread=False,
+            )
+            connection.execute("BEGIN IMMEDIATE")
+            self._sqlite = connection
+            return
+        if self._engine is None:
+            self._engine = create_engine(self._url)
+        connection = self._engine.connect()
+        connection.execute(text(f"SET LOCAL lock_timeout = '{self.WAIT_S}s'"))
+        connection.execute(text(f"LOCK TABLE {self.TABLES} IN EXCLUSIVE MODE"))
+        self._postgres = connection
+
+    def release(self) -> None:
+        """Let the lock go."""
+        if self._sqlite is not None:
+            self._sqlite.execute("ROLLBACK")
+            self._sqlite.close()
+            self._sqlite = None
+        if self._postgres is not None:
+            self._postgres.rollback()
+            self._postgres.close()
+            self._postgres = None
+
+    def close(self) -> None:
+        """Release the lock and the connections."""
+        self.release()
+        if self._engine is not None:
+            self._engine.dispose()
+
+
+@pytest.fixture
+def write_lock(migrated_url: str) -> Iterator[WriteLock]:
+    """A :class:`WriteLock` on the migrated database, released after the test."""
+    lock = WriteLock(migrated_url)
+    yield lock
+    lock.close()

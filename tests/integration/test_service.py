@@ -13,10 +13,9 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from phalanx.cli import app as cli_app
-from phalanx.config import RunConfig
-from phalanx.data import load_dataset
-from phalanx.roster import simulated_roster
+from phalanx.reports import RoundReport
 from phalanx.runs.recorder import (
+    StoreRecorder,
     claimer_name,
     create_simulated_run,
     load_checkpoint,
@@ -24,30 +23,18 @@ from phalanx.runs.recorder import (
 )
 from phalanx.runs.service import run_recorded
 from phalanx.store import DetectionEvent, Run, make_engine, migrate, runs, session_factory
-from phalanx_clients.behaviour import RedTeam
-from phalanx_clients.inprocess import InProcessTransport
-from phalanx_clients.worker import Worker
+from phalanx.store.retry import DatabaseUnavailableError
+from tests.clock import FakeClock
 from tests.configs import small_config
+from tests.inprocess import inprocess_transport
+from tests.integration.conftest import WriteLock
 from tests.plugin_files import TOUCH_ON_IMPORT, PluginFiles
+from tests.reports import round_report
+
+#: Short enough that a write blocked by the test's lock fails at once.
+SHORT_LOCK_TIMEOUT_S = 0.05
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _transport(config: RunConfig, run_id: str) -> InProcessTransport:
-    train = load_dataset(config.data.dataset, "train")
-    team = RedTeam.from_config(config)
-    return InProcessTransport(
-        {
-            i.worker: Worker(
-                config=config,
-                train_set=train,
-                client_id=i.client_id,
-                private_key=i.private_key,
-                behaviour=team.behaviour_of(i.worker) if team else None,
-            )
-            for i in simulated_roster(run_id, config.assignment.num_workers)
-        }
-    )
 
 
 def test_recorded_run_writes_rounds_events_and_checkpoint(
@@ -64,7 +51,7 @@ def test_recorded_run_writes_rounds_events_and_checkpoint(
         config,
         claimer=claimer,
         checkpoint_dir=tmp_path,
-        transport=_transport(config, run_id),
+        transport=inprocess_transport(config, run_id),
     )
     assert summary.rounds == 2 and (summary.precision, summary.recall) == (1.0, 1.0)
     assert stored_summary(sessions, run_id) == summary
@@ -96,13 +83,104 @@ def test_cancel_takes_effect_between_rounds(sqlite_url: str, tmp_path: Path) -> 
         config,
         claimer=claimer,
         checkpoint_dir=tmp_path,
-        transport=_transport(config, run_id),
+        transport=inprocess_transport(config, run_id),
         on_round=cancel_after_round_two,
     )
     assert summary.rounds == 2
     with sessions() as session:
         run = session.get(Run, run_id)
         assert run is not None and run.status == "cancelled"
+
+
+def test_a_round_is_recorded_once_the_lock_that_blocked_it_is_released(
+    migrated_url: str, write_lock: WriteLock, tmp_path: Path
+) -> None:
+    sessions = session_factory(make_engine(migrated_url, lock_timeout_s=SHORT_LOCK_TIMEOUT_S))
+    config = small_config(rounds=2)
+    claimer = claimer_name()
+    run_id = create_simulated_run(sessions, config, claimer)
+
+    def lock_after_round_one(report: RoundReport) -> None:
+        if report.round == 1:
+            write_lock.hold()  # the heartbeat before round 2 and round 2 itself wait
+
+    def release_after_three_pauses(clock: FakeClock) -> None:
+        if len(clock.pauses) == 3:
+            write_lock.release()
+
+    clock = FakeClock(on_pause=release_after_three_pauses)
+    summary = run_recorded(
+        sessions,
+        run_id,
+        config,
+        claimer=claimer,
+        checkpoint_dir=tmp_path,
+        transport=inprocess_transport(config, run_id),
+        on_round=lock_after_round_one,
+        retry=clock.policy(),
+    )
+
+    assert summary.rounds == 2 and len(clock.pauses) == 3
+    with sessions() as session:
+        run = session.get(Run, run_id)
+        assert run is not None and (run.status, run.current_round) == ("succeeded", 2)
+
+
+def test_a_run_whose_database_stays_locked_ends_failed_with_the_cause_in_one_line(
+    migrated_url: str, write_lock: WriteLock, tmp_path: Path
+) -> None:
+    sessions = session_factory(make_engine(migrated_url, lock_timeout_s=SHORT_LOCK_TIMEOUT_S))
+    config = small_config(rounds=3)
+    claimer = claimer_name()
+    run_id = create_simulated_run(sessions, config, claimer)
+
+    def lock_after_round_one(report: RoundReport) -> None:
+        if report.round == 1:
+            write_lock.hold()
+
+    def release_once_the_heartbeat_gave_up(clock: FakeClock) -> None:
+        if clock.now > 60:  # past the heartbeat's budget: the run's end is being recorded
+            write_lock.release()
+
+    clock = FakeClock(on_pause=release_once_the_heartbeat_gave_up)
+    with pytest.raises(DatabaseUnavailableError):
+        run_recorded(
+            sessions,
+            run_id,
+            config,
+            claimer=claimer,
+            checkpoint_dir=tmp_path,
+            transport=inprocess_transport(config, run_id),
+            on_round=lock_after_round_one,
+            retry=clock.policy(),
+        )
+
+    with sessions() as session:
+        run = session.get(Run, run_id)
+        assert run is not None and (run.status, run.current_round) == ("failed", 1)
+        assert run.error == (
+            "the database stayed locked for 56 s while sending the heartbeat after round 1 "
+            "(17 attempts)"
+        )
+
+
+def test_a_round_that_cannot_be_recorded_says_which_and_leaves_no_trace(
+    migrated_url: str, write_lock: WriteLock, tmp_path: Path
+) -> None:
+    sessions = session_factory(make_engine(migrated_url, lock_timeout_s=SHORT_LOCK_TIMEOUT_S))
+    claimer = claimer_name()
+    run_id = create_simulated_run(sessions, small_config(rounds=3), claimer)
+    clock = FakeClock()
+    recorder = StoreRecorder(sessions, run_id, tmp_path, claimer, clock.policy(budget_s=10))
+    write_lock.hold()
+
+    with pytest.raises(DatabaseUnavailableError, match=r"while recording round 1 \("):
+        recorder.round_finished(round_report(1), b"checkpoint")
+
+    write_lock.release()
+    assert load_checkpoint(sessions, run_id) == (0, None)
+    recorder.round_finished(round_report(1), b"checkpoint")  # the same round, once free
+    assert load_checkpoint(sessions, run_id) == (1, b"checkpoint")
 
 
 @pytest.mark.slow

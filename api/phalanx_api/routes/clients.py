@@ -38,6 +38,7 @@ from phalanx_api.schemas import (
     ProofIn,
     StatusChangeIn,
 )
+from phalanx_api.transactions import writing
 
 router = APIRouter(prefix=f"{API_PREFIX}/clients", tags=["clients"])
 
@@ -85,13 +86,14 @@ def register_client(
     one that a proven client holds cannot. Limited per address
     (``registration_per_minute``) and in total (``max_pending_clients`` unproven).
     """
-    issued = registration.register_client(
-        db,
-        name=body.name,
-        public_key=body.public_key,
-        challenge_ttl=timedelta(seconds=settings.challenge_ttl_s),
-        max_pending=settings.max_pending_clients,
-    )
+    with writing(db):
+        issued = registration.register_client(
+            db,
+            name=body.name,
+            public_key=body.public_key,
+            challenge_ttl=timedelta(seconds=settings.challenge_ttl_s),
+            max_pending=settings.max_pending_clients,
+        )
     return ClientRegistrationOut(
         id=issued.client.id,
         status=issued.client.status,
@@ -110,9 +112,10 @@ def prove_key(
     A valid proof spends the challenge and discards the key's other unproven
     registrations; a wrong one changes nothing.
     """
-    client = registration.prove_possession(
-        db, str(client_id), body.signature, auto_approve=settings.auto_approve_clients
-    )
+    with writing(db):
+        client = registration.prove_possession(
+            db, str(client_id), body.signature, auto_approve=settings.auto_approve_clients
+        )
     return ClientStatusOut(id=client.id, status=client.status)
 
 
@@ -125,9 +128,10 @@ def new_challenge(
     client_id: UUID, db: SessionDep, settings: SettingsDep, token: RegistrationToken = None
 ) -> ChallengeOut:
     """Give an unproven registration a new challenge, extending it; needs its registration token."""
-    issued = registration.issue_challenge(
-        db, str(client_id), token, challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)
-    )
+    with writing(db):
+        issued = registration.issue_challenge(
+            db, str(client_id), token, challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)
+        )
     return ChallengeOut(
         id=issued.client.id, challenge=issued.challenge, expires_at=issued.expires_at
     )
@@ -200,5 +204,6 @@ def _change(
     body: StatusChangeIn | None,
 ) -> ClientOut:
     reason = body.reason if body is not None else ""
-    client = actions.change_client_status(db, str(client_id), action, actor=user, reason=reason)
+    with writing(db):
+        client = actions.change_client_status(db, str(client_id), action, actor=user, reason=reason)
     return ClientOut.model_validate(client)

@@ -33,6 +33,7 @@ from phalanx_api.schemas import (
     ReviewOut,
     storable_text,
 )
+from phalanx_api.transactions import writing
 
 router = APIRouter(prefix=f"{API_PREFIX}/events", tags=["events"])
 
@@ -109,14 +110,15 @@ def review_event(
     event_id: EventId, body: ReviewIn, db: SessionDep, user: OperatorDep, settings: SettingsDep
 ) -> ReviewOut:
     """Confirm or dismiss an open detection event; confirming bans the client if configured."""
-    review = actions.review_event(
-        db,
-        event_id,
-        body.decision,
-        note=body.note,
-        actor=user,
-        ban_on_confirm=settings.ban_on_confirm,
-    )
+    with writing(db):
+        review = actions.review_event(
+            db,
+            event_id,
+            body.decision,
+            note=body.note,
+            actor=user,
+            ban_on_confirm=settings.ban_on_confirm,
+        )
     return ReviewOut(
         **EventOut.model_validate(review.event).model_dump(),
         client_status=None if review.client is None else review.client.status,

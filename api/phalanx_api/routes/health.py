@@ -9,6 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from phalanx.store import migrate
+from phalanx.store.transactions import READ_ONLY
 from phalanx_api.deps import ContextDep
 from phalanx_api.schemas import HealthOut
 
@@ -16,8 +17,12 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> HealthOut:
-    """Answer ok while the process is alive."""
+async def healthz() -> HealthOut:
+    """Answer ok while the process is alive.
+
+    On the event loop: no worker thread, so a burst that keeps every thread busy
+    does not delay it.
+    """
     return HealthOut(status="ok")
 
 
@@ -29,7 +34,7 @@ def healthz() -> HealthOut:
 def readyz(context: ContextDep) -> JSONResponse:
     """Answer ok when the database answers and is migrated to the latest revision."""
     try:
-        with context.engine.connect() as connection:
+        with context.engine.connect().execution_options(**READ_ONLY) as connection:
             connection.execute(text("SELECT 1"))
     except SQLAlchemyError:
         return _unavailable("the database does not answer")

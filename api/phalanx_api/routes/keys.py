@@ -12,6 +12,7 @@ from phalanx_api.deps import AdminDep, SessionDep
 from phalanx_api.paths import API_PREFIX
 from phalanx_api.responses import NOT_FOUND, UNAUTHORIZED, documented
 from phalanx_api.schemas import CreatedKeyOut, KeyIn, KeyOut
+from phalanx_api.transactions import writing
 
 router = APIRouter(prefix=f"{API_PREFIX}/keys", tags=["keys"])
 
@@ -19,7 +20,8 @@ router = APIRouter(prefix=f"{API_PREFIX}/keys", tags=["keys"])
 @router.post("", status_code=201, responses=UNAUTHORIZED)
 def create_key(body: KeyIn, db: SessionDep, user: AdminDep) -> CreatedKeyOut:
     """Create an operator key; its secret is in this answer only."""
-    created = actions.create_key(db, name=body.name, role=body.role, actor=user)
+    with writing(db):
+        created = actions.create_key(db, name=body.name, role=body.role, actor=user)
     return CreatedKeyOut(**KeyOut.model_validate(created.key).model_dump(), secret=created.secret)
 
 
@@ -34,4 +36,6 @@ def list_keys(db: SessionDep, _: AdminDep, include_revoked: bool = False) -> lis
 @router.post("/{key_id}/revoke", responses=documented(UNAUTHORIZED, NOT_FOUND))
 def revoke_key(key_id: UUID, db: SessionDep, user: AdminDep) -> KeyOut:
     """Revoke a key at once; its dashboard sessions end too."""
-    return KeyOut.model_validate(actions.revoke_key(db, str(key_id), actor=user))
+    with writing(db):
+        key = actions.revoke_key(db, str(key_id), actor=user)
+    return KeyOut.model_validate(key)

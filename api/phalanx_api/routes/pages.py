@@ -32,6 +32,7 @@ from phalanx_api.pages.formatting import install_filters
 from phalanx_api.routes.params import MAX_ID, MAX_INT32
 from phalanx_api.routes.session import safe_next
 from phalanx_api.schemas import Note
+from phalanx_api.transactions import writing
 
 router = APIRouter(include_in_schema=False)
 
@@ -144,7 +145,8 @@ def run_progress(run_id: UUID, db: SessionDep, _: PageUserDep) -> JSONResponse:
 @router.post("/runs/{run_id}/cancel")
 def cancel_run_form(run_id: UUID, db: SessionDep, user: FormOperatorDep) -> RedirectResponse:
     """Cancel the run (between rounds if it is running) and show it again."""
-    actions.cancel_run(db, str(run_id), actor=user)
+    with writing(db):
+        actions.cancel_run(db, str(run_id), actor=user)
     return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
 
@@ -187,7 +189,8 @@ def client_action_form(
     back: Annotated[str | None, Form(max_length=2000)] = None,
 ) -> RedirectResponse:
     """Approve, suspend, ban or reinstate a client, then show the list again."""
-    actions.change_client_status(db, str(client_id), action, actor=user, reason=reason)
+    with writing(db):
+        actions.change_client_status(db, str(client_id), action, actor=user, reason=reason)
     return RedirectResponse(_back(back or "/clients", changed=client_id), status_code=303)
 
 
@@ -250,9 +253,10 @@ def review_event_form(
     back: Annotated[str | None, Form(max_length=2000)] = None,
 ) -> RedirectResponse:
     """Confirm or dismiss an event (confirming may ban its client), then show the queue."""
-    actions.review_event(
-        db, event_id, decision, note=note, actor=user, ban_on_confirm=settings.ban_on_confirm
-    )
+    with writing(db):
+        actions.review_event(
+            db, event_id, decision, note=note, actor=user, ban_on_confirm=settings.ban_on_confirm
+        )
     return RedirectResponse(_back(back or "/events", reviewed=event_id), status_code=303)
 
 

@@ -26,6 +26,7 @@ from phalanx_api.schemas import (
     RunOut,
     RunPage,
 )
+from phalanx_api.transactions import writing
 
 router = APIRouter(prefix=f"{API_PREFIX}/runs", tags=["runs"])
 
@@ -50,14 +51,15 @@ def launch_run(
     ``PHALANX_API_ALLOW_ATTACKS=true``, and with 422 when it does not load. A
     coordinator (``phalanx coordinator``) claims it; follow it at ``Location``.
     """
-    run = actions.launch_run(
-        db,
-        config,
-        actor=user,
-        datasets_dir=settings.datasets_dir,
-        allow_attacks=settings.api_allow_attacks,
-        attack_plugins=settings.attack_plugins,
-    )
+    with writing(db):
+        run = actions.launch_run(
+            db,
+            config,
+            actor=user,
+            datasets_dir=settings.datasets_dir,
+            allow_attacks=settings.api_allow_attacks,
+            attack_plugins=settings.attack_plugins,
+        )
     response.headers["Location"] = f"{router.prefix}/{run.id}"
     return RunOut.model_validate(run)
 
@@ -104,4 +106,6 @@ def _rounds(db: Session, run_id: str) -> list[RoundOut]:
 )
 def cancel_run(run_id: UUID, db: SessionDep, user: OperatorDep) -> RunOut:
     """Cancel a queued run now, or a running one between rounds (``cancel_requested``)."""
-    return RunOut.model_validate(actions.cancel_run(db, str(run_id), actor=user))
+    with writing(db):
+        run = actions.cancel_run(db, str(run_id), actor=user)
+    return RunOut.model_validate(run)

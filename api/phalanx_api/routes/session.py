@@ -34,6 +34,7 @@ from phalanx_api.deps import ContextDep, SessionDep
 from phalanx_api.errors import AuthenticationError
 from phalanx_api.ratelimit import address_key, retry_after
 from phalanx_api.settings import ApiSettings
+from phalanx_api.transactions import writing
 
 router = APIRouter(include_in_schema=False)
 
@@ -158,7 +159,14 @@ def login(
             error="This login form expired or did not come from this site; log in again.",
             status_code=403,
         )
-    key = keys.verify_key(db, secret)
+    with writing(db):
+        key = keys.verify_key(db, secret)
+        if key is not None:
+            lifetime = timedelta(seconds=settings.session_max_age_s)
+            session_secret = keys.start_session(db, key.id, lifetime=lifetime)
+            audit.append_audit(
+                db, actor=key.name, action="session.login", target_type="key", target_id=key.id
+            )
     if key is None:
         limits.login_by_address.charge(address)
         limits.login_by_prefix.charge(prefix)
@@ -169,11 +177,6 @@ def login(
             error="That API key is not valid or was revoked.",
             status_code=401,
         )
-    lifetime = timedelta(seconds=settings.session_max_age_s)
-    session_secret = keys.start_session(db, key.id, lifetime=lifetime)
-    audit.append_audit(
-        db, actor=key.name, action="session.login", target_type="key", target_id=key.id
-    )
     secure = secure_cookies(request, settings)
     response = RedirectResponse(safe_next(next), status_code=303)
     response.set_cookie(
@@ -205,14 +208,15 @@ def logout(
     if dashboard is None:
         raise AuthenticationError("not logged in")
     principal = authenticate_session(db, dashboard, method="POST", csrf_token=csrf_token)
-    keys.end_session(db, dashboard.secret)
-    audit.append_audit(
-        db,
-        actor=principal.name,
-        action="session.logout",
-        target_type="key",
-        target_id=principal.key_id,
-    )
+    with writing(db):
+        keys.end_session(db, dashboard.secret)
+        audit.append_audit(
+            db,
+            actor=principal.name,
+            action="session.logout",
+            target_type="key",
+            target_id=principal.key_id,
+        )
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(
         settings.session_cookie,

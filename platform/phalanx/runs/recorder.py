@@ -3,6 +3,13 @@
 A round counts as done once its checkpoint file is written and the round row,
 its detection events and the checkpoint row are committed in one transaction;
 a killed coordinator therefore resumes after the last such round.
+
+The coordinator's writes (rounds, heartbeats, the run's end) are tried again
+while the database is locked or out of reach, within a
+:class:`~phalanx.store.retry.RetryPolicy`; past it they raise
+:class:`~phalanx.store.retry.DatabaseUnavailableError`, which says what could
+not be recorded. Its reads are read-only transactions, which never wait for a
+writer.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +30,8 @@ from phalanx.roster import simulated_roster
 from phalanx.runs.summary import DETECTION_KINDS, RunSummary, build_summary
 from phalanx.store import ClientStatus, RunStatus, Severity, checkpoints, rounds, runs
 from phalanx.store.models import Client, DetectionEvent, Round
+from phalanx.store.retry import RetryPolicy, retry_transient
+from phalanx.store.transactions import read_session
 
 
 def claimer_name() -> str:
@@ -48,15 +57,25 @@ class StoreRecorder:
         Checkpoint files go to ``checkpoint_dir / run_id``.
     claimer : str
         The lease this process holds on the run.
+    retry : RetryPolicy
+        How long to keep trying a write while the database is locked or out of reach.
     """
 
     sessions: sessionmaker[Session]
     run_id: str
     checkpoint_dir: Path
     claimer: str
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    _last_round: int | None = field(default=None, init=False, repr=False)
 
     def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
-        """Write the checkpoint file, then the round, its events and the checkpoint row."""
+        """Write the checkpoint file, then the round, its events and the checkpoint row.
+
+        Raises
+        ------
+        phalanx.store.retry.DatabaseUnavailableError
+            When the database stayed locked or out of reach for the retry budget.
+        """
         folder = self.checkpoint_dir / self.run_id
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"round-{report.round:06d}.pt"
@@ -65,15 +84,20 @@ class StoreRecorder:
         with tmp.open("rb") as handle:
             os.fsync(handle.fileno())
         tmp.replace(path)
-        with self.sessions.begin() as session:
-            rounds.record_round(session, self.run_id, _round_data(report), _event_data(report))
-            checkpoints.save_checkpoint(
-                session,
-                self.run_id,
-                report.round,
-                path=str(path.resolve()),
-                digest=hashlib.sha256(checkpoint).hexdigest(),
-            )
+        digest = hashlib.sha256(checkpoint).hexdigest()
+
+        def record() -> None:
+            with self.sessions.begin() as session:
+                last = checkpoints.latest_checkpoint(session, self.run_id)
+                if last is not None and (last.round, last.digest) == (report.round, digest):
+                    return  # an earlier attempt committed, but its answer was lost
+                rounds.record_round(session, self.run_id, _round_data(report), _event_data(report))
+                checkpoints.save_checkpoint(
+                    session, self.run_id, report.round, path=str(path.resolve()), digest=digest
+                )
+
+        retry_transient(record, what=f"recording round {report.round}", policy=self.retry)
+        self._last_round = report.round
         for old in folder.glob("round-*.pt"):
             if old != path and old.name < path.name:
                 old.unlink(missing_ok=True)
@@ -85,9 +109,16 @@ class StoreRecorder:
         ------
         phalanx.store.LeaseLostError
             When another coordinator took the run over.
+        phalanx.store.retry.DatabaseUnavailableError
+            When the database stayed locked or out of reach for the retry budget.
         """
-        with self.sessions.begin() as session:
-            return runs.heartbeat(session, self.run_id, self.claimer).cancel_requested
+
+        def beat() -> bool:
+            with self.sessions.begin() as session:
+                return runs.heartbeat(session, self.run_id, self.claimer).cancel_requested
+
+        after = "" if self._last_round is None else f" after round {self._last_round}"
+        return retry_transient(beat, what=f"sending the heartbeat{after}", policy=self.retry)
 
 
 def _round_data(report: RoundReport) -> rounds.RoundData:
@@ -159,7 +190,7 @@ def load_checkpoint(sessions: sessionmaker[Session], run_id: str) -> tuple[int, 
     CheckpointError
         When the checkpoint file is gone or its digest does not match.
     """
-    with sessions() as session:
+    with read_session(sessions) as session:
         row = checkpoints.latest_checkpoint(session, run_id)
         if row is None:
             return 0, None
@@ -174,7 +205,7 @@ def load_checkpoint(sessions: sessionmaker[Session], run_id: str) -> tuple[int, 
 
 def stored_summary(sessions: sessionmaker[Session], run_id: str) -> RunSummary:
     """Summarise a run from its rows in the database."""
-    with sessions() as session:
+    with read_session(sessions) as session:
         run = runs.get_run(session, run_id)
         config = RunConfig.model_validate(run.config)
         rows = list(rounds.list_rounds(session, run_id))
@@ -211,23 +242,47 @@ def finish(
     *,
     claimer: str,
     error: str | None = None,
+    retry: RetryPolicy | None = None,
 ) -> RunSummary:
-    """Mark a run finished and store its summary."""
-    summary = stored_summary(sessions, run_id)
-    with sessions.begin() as session:
-        runs.finish_run(
-            session,
-            run_id,
-            status,
-            claimer=claimer,
-            error=error,
-            summary=summary.to_dict(),
-            final_model_digest=summary.model_digest or None,
-        )
-    return summary
+    """Mark a run finished and store its summary.
+
+    Raises
+    ------
+    phalanx.store.retry.DatabaseUnavailableError
+        When the database stayed locked or out of reach for the retry budget.
+    """
+    attempts = 0
+
+    def end() -> RunSummary:
+        nonlocal attempts
+        attempts += 1
+        summary = stored_summary(sessions, run_id)
+        with sessions.begin() as session:
+            if attempts > 1 and _finished_as(session, run_id, status, claimer, error):
+                return summary  # an earlier attempt committed, but its answer was lost
+            runs.finish_run(
+                session,
+                run_id,
+                status,
+                claimer=claimer,
+                error=error,
+                summary=summary.to_dict(),
+                final_model_digest=summary.model_digest or None,
+            )
+        return summary
+
+    what = f"recording that the run {status.value}"
+    return retry_transient(end, what=what, policy=retry or RetryPolicy())
+
+
+def _finished_as(
+    session: Session, run_id: str, status: RunStatus, claimer: str, error: str | None
+) -> bool:
+    run = runs.get_run(session, run_id)
+    return (run.status, run.claimed_by, run.error) == (status, claimer, error)
 
 
 def stored_config(sessions: sessionmaker[Session], run_id: str) -> RunConfig:
     """Return the config a run was started with."""
-    with sessions() as session:
+    with read_session(sessions) as session:
         return RunConfig.model_validate(runs.get_run(session, run_id).config)

@@ -6,6 +6,9 @@ in; nothing here reads the environment.
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +18,34 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from phalanx.store.transactions import (
+    READ_ONLY,
+    READ_WRITE,
+    PostgresTransactions,
+    SQLiteTransactions,
+)
+
+logger = logging.getLogger(__name__)
+
 #: Drivers written by hand that mean PostgreSQL through psycopg 3.
 _POSTGRES_ALIASES = {"postgres", "postgresql", "postgresql+psycopg"}
 
-#: Seconds a SQLite connection waits for another writer before "database is locked".
-SQLITE_BUSY_TIMEOUT_S = 30.0
+#: Seconds a statement waits for a lock another connection holds before it fails
+#: (SQLite's busy timeout, PostgreSQL's ``lock_timeout``).
+LOCK_TIMEOUT_S = 30.0
+#: Connections a pool keeps open, and how many more it opens under a burst.
+#: Their sum (40) is the size of FastAPI's thread pool: a server that lets fewer
+#: requests than that hold a session at once never waits for a connection.
+POOL_SIZE = 20
+MAX_OVERFLOW = 20
+#: Seconds a caller waits for a pooled connection before ``sqlalchemy.exc.TimeoutError``.
+POOL_TIMEOUT_S = 10.0
+
+#: Permissions of a SQLite database file this module creates (SQLite gives its
+#: ``-wal`` and ``-shm`` files the same).
+SQLITE_FILE_MODE = 0o600
+#: Database files already warned about, so that a probe making engines does not repeat it.
+_WARNED_MODES: set[Path] = set()
 
 
 def parse_json(document: str | bytes) -> Any:
@@ -71,15 +97,27 @@ def normalize_url(url: str | URL) -> URL:
     )
 
 
-def make_engine(url: str | URL, *, echo: bool = False) -> Engine:
+def make_engine(
+    url: str | URL,
+    *,
+    echo: bool = False,
+    lock_timeout_s: float = LOCK_TIMEOUT_S,
+    pool_size: int = POOL_SIZE,
+    max_overflow: int = MAX_OVERFLOW,
+    pool_timeout_s: float = POOL_TIMEOUT_S,
+) -> Engine:
     """Create the engine for a SQLite or PostgreSQL URL.
 
-    JSON columns are parsed with :func:`parse_json`. SQLite connections enforce
-    foreign keys, use write-ahead logging, may be shared across threads, and let
-    SQLAlchemy emit ``BEGIN IMMEDIATE`` itself, so that transactions, savepoints
-    and DDL are truly transactional and concurrent writers queue instead of
-    failing. The parent folder of a SQLite file is created. An in-memory SQLite
-    database lives in one shared connection.
+    JSON columns are parsed with :func:`parse_json`. Each transaction says what
+    it is for (:mod:`phalanx.store.transactions`): a write (the default) begins
+    with ``BEGIN IMMEDIATE`` on SQLite, so that it holds the write lock from its
+    first read and never fails with a stale snapshot when it writes; a read
+    begins a deferred, read-only transaction that never waits for the write
+    lock. SQLite connections enforce foreign keys, use write-ahead logging
+    (synced at checkpoints: ``synchronous=NORMAL``) and may be shared across
+    threads; the database file is created with mode 0600 (with its folder).
+    PostgreSQL connections wait at most ``lock_timeout_s`` for a lock. An
+    in-memory SQLite database lives in one shared connection.
 
     Parameters
     ----------
@@ -87,6 +125,14 @@ def make_engine(url: str | URL, *, echo: bool = False) -> Engine:
         See :func:`normalize_url`.
     echo : bool
         Log every statement.
+    lock_timeout_s : float
+        Seconds a statement waits for a lock held by another connection before
+        it fails ("database is locked", ``LockNotAvailable``).
+    pool_size, max_overflow : int
+        Connections the pool keeps, and the extra ones it opens under a burst.
+    pool_timeout_s : float
+        Seconds a caller waits for a connection when all are in use, before
+        ``sqlalchemy.exc.TimeoutError``.
 
     Returns
     -------
@@ -94,49 +140,59 @@ def make_engine(url: str | URL, *, echo: bool = False) -> Engine:
         A new engine; dispose of it when done.
     """
     parsed = normalize_url(url)
+    pooling = {
+        "pool_size": pool_size,
+        "max_overflow": max_overflow,
+        "pool_timeout": pool_timeout_s,
+    }
     if parsed.get_backend_name() == "postgresql":
-        return create_engine(parsed, echo=echo, pool_pre_ping=True, json_deserializer=parse_json)
+        engine = create_engine(
+            parsed, echo=echo, pool_pre_ping=True, json_deserializer=parse_json, **pooling
+        )
+        postgres = PostgresTransactions(lock_timeout_s)
+        event.listen(engine, "connect", postgres.connect)
+        event.listen(engine, "begin", postgres.begin)
+        return engine
 
     kwargs: dict[str, Any] = {
-        "connect_args": {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S},
+        "connect_args": {"check_same_thread": False},
         "json_deserializer": parse_json,
     }
     if parsed.database in (None, "", ":memory:"):
         kwargs["poolclass"] = StaticPool
     else:
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        create_private_file(Path(parsed.database))
+        kwargs.update(pooling)
     engine = create_engine(parsed, echo=echo, **kwargs)
-    event.listen(engine, "connect", _configure_sqlite_connection)
-    event.listen(engine, "begin", _begin_sqlite_transaction)
+    sqlite = SQLiteTransactions(lock_timeout_s)
+    event.listen(engine, "connect", sqlite.connect)
+    event.listen(engine, "begin", sqlite.begin)
     return engine
 
 
-def _configure_sqlite_connection(dbapi_connection: Any, connection_record: Any) -> None:
-    """Set per-connection SQLite pragmas and hand transaction control to SQLAlchemy."""
-    dbapi_connection.isolation_level = None  # the driver emits no BEGIN of its own
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA journal_mode=WAL")
-    finally:
-        cursor.close()
+def create_private_file(path: Path) -> None:
+    """Create an empty database file only its owner may read (0600), unless it exists.
 
-
-def _begin_sqlite_transaction(connection: Any) -> None:
-    """Emit ``BEGIN IMMEDIATE`` for every SQLAlchemy transaction on SQLite, unless autocommitting.
-
-    ``IMMEDIATE`` takes the write lock up front (waiting up to the busy timeout).
-    A plain ``BEGIN`` would let a transaction read, then fail at once with
-    "database is locked" when it writes after another connection committed;
-    serialising the (short) transactions of the API and coordinator is the
-    price of never seeing that.
+    SQLite gives the ``-wal`` and ``-shm`` files it creates beside it the same
+    mode. An existing file keeps its mode (the operator's choice), with a warning
+    (once per process) when others may read it.
     """
-    if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
-        return
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
+    except FileExistsError:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077 and path not in _WARNED_MODES:
+            _WARNED_MODES.add(path)
+            logger.warning(
+                "database file %s has mode %s: other users may read it (chmod 600 %s)",
+                path,
+                oct(mode),
+                path,
+            )
 
 
-def session_factory(engine: Engine) -> sessionmaker[Session]:
+def session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[Session]:
     """Return the session factory bound to ``engine``.
 
     Sessions keep loaded attributes after commit (``expire_on_commit=False``),
@@ -147,6 +203,10 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     ----------
     engine : Engine
         From :func:`make_engine`.
+    read_only : bool
+        Sessions whose transactions are reads; a block that writes goes through
+        :func:`phalanx.store.transactions.write_transaction`. By default every
+        transaction is a write.
 
     Returns
     -------
@@ -154,4 +214,5 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
         Use as ``with factory.begin() as session: ...`` (commits on success,
         rolls back on error).
     """
-    return sessionmaker(bind=engine, expire_on_commit=False)
+    options = READ_ONLY if read_only else READ_WRITE
+    return sessionmaker(bind=engine, expire_on_commit=False, execution_options=dict(options))

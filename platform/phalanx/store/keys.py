@@ -104,7 +104,8 @@ def verify_key(session: Session, secret: str, *, now: datetime | None = None) ->
     Parameters
     ----------
     session : Session
-        The caller's session.
+        The caller's session, in a write transaction when the key's use is due
+        to be noted (:func:`use_due`).
     secret : str
         The secret presented by the operator.
     now : datetime, optional
@@ -115,15 +116,39 @@ def verify_key(session: Session, secret: str, *, now: datetime | None = None) ->
     OperatorKey or None
         The key, or ``None`` when the secret is unknown or its key revoked.
     """
+    key = find_key(session, secret)
+    if key is None:
+        return None
+    now = now or utcnow()
+    if use_due(key, now):
+        note_use(session, key, now)
+    return key
+
+
+def find_key(session: Session, secret: str) -> OperatorKey | None:
+    """Return the live key a secret belongs to, reading only.
+
+    Returns
+    -------
+    OperatorKey or None
+        The key, or ``None`` when the secret is unknown or its key revoked.
+    """
     digest = hash_secret(secret)
     key = session.scalars(select(OperatorKey).where(OperatorKey.key_hash == digest)).first()
     if key is None or key.revoked_at is not None:
         return None
-    now = now or utcnow()
-    if key.last_used_at is None or now - key.last_used_at >= TOUCH_INTERVAL:
-        key.last_used_at = now
-        session.flush()
     return key
+
+
+def use_due(key: OperatorKey, now: datetime) -> bool:
+    """Whether the key's ``last_used_at`` is older than :data:`TOUCH_INTERVAL` (or unset)."""
+    return key.last_used_at is None or now - key.last_used_at >= TOUCH_INTERVAL
+
+
+def note_use(session: Session, key: OperatorKey, now: datetime) -> None:
+    """Set the key's ``last_used_at`` to ``now`` (a write)."""
+    key.last_used_at = now
+    session.flush()
 
 
 def get_key(session: Session, key_id: str) -> OperatorKey:

@@ -15,6 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from phalanx.store.engine import make_engine, normalize_url
+from phalanx.store.transactions import READ_ONLY
 
 #: The repository's migrations folder, three levels above this package.
 MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
@@ -120,7 +121,7 @@ def current_revision(url: str) -> str | None:
     """
     engine = make_engine(url)
     try:
-        with engine.connect() as connection:
+        with engine.connect().execution_options(**READ_ONLY) as connection:
             return MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
