@@ -51,7 +51,7 @@ import numpy.typing as npt
 import torch
 from torch import Tensor
 
-from phalanx.tolerance import largest_f, min_inputs
+from phalanx.breakdown import largest_f, min_inputs
 
 __all__ = [
     "AGGREGATORS",

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from phalanx.assignment import count_files
 from phalanx.attack_plugins import installed_attacks, is_reference
+from phalanx.breakdown import Rule, min_inputs
 from phalanx.data_checks import MAX_CLASSES
-from phalanx.tolerance import Rule, min_inputs
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
 PreRule = Literal["nnm", "bucketing"]

@@ -40,7 +40,7 @@ from phalanx.aggregation import (
     pairwise_sq_distances,
     trimmed_mean,
 )
-from phalanx.tolerance import RULES
+from phalanx.breakdown import RULES
 
 Array = np.ndarray[Any, np.dtype[Any]]
 
@@ -703,5 +703,5 @@ def test_largest_f_is_the_largest_f_each_rule_accepts(rule: str) -> None:
                 assert accepts(f) and not accepts(f + 1)
 
 
-def test_the_tolerance_table_knows_exactly_the_registered_rules() -> None:
+def test_the_breakdown_table_knows_exactly_the_registered_rules() -> None:
     assert set(AGGREGATORS) == RULES

@@ -1,4 +1,7 @@
-"""How many Byzantine inputs each robust rule tolerates for a number of inputs.
+"""Breakdown bounds: how many Byzantine inputs each robust rule tolerates for a number of inputs.
+
+The field calls this a rule's breakdown point; :mod:`phalanx.detection`'s ``tolerance`` is
+something else, a relative distance under which two replicas agree.
 
 Kept free of torch so that the run configuration (and with it the API) can check
 a rule's preconditions without importing the rules themselves.
