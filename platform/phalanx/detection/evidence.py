@@ -1,0 +1,224 @@
+"""Why a worker was flagged: the data behind each flag and its plain-English summary."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from phalanx.detection.comparison import DEFAULT_TOL, Mode
+from phalanx.detection.ties import TiePolicy
+
+Severity = Literal["high", "low"]
+EvidenceKind = Literal["outside_max_clique", "majority_minority", "outlier", "low_degree"]
+
+
+@dataclass(frozen=True)
+class ReplicaDistance:
+    """Relative L2 distance between the replicas of workers ``a`` and ``b`` of one file."""
+
+    a: int
+    b: int
+    distance: float
+    agree: bool
+
+
+@dataclass(frozen=True)
+class FileDispute:
+    """What happened to one file that a flagged worker replied for.
+
+    Attributes
+    ----------
+    file : int
+        File index.
+    digests : dict of int to str
+        Each replica's payload digest, by worker.
+    distances : tuple of ReplicaDistance
+        Every pair of replicas with its relative distance (empty when not computed).
+    accepted_from : int or None
+        Worker whose replica became the file's accepted value; ``None`` if dropped.
+    """
+
+    file: int
+    digests: Mapping[int, str]
+    distances: tuple[ReplicaDistance, ...]
+    accepted_from: int | None
+
+    def distance_from(self, worker: int) -> float | None:
+        """Largest distance between ``worker``'s replica and one it disagreed with."""
+        values = [d.distance for d in self.distances if worker in (d.a, d.b) and not d.agree]
+        return max(values, default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "file": self.file,
+            "replicas": [{"worker": w, "digest": d} for w, d in sorted(self.digests.items())],
+            "distances": [
+                {"a": d.a, "b": d.b, "distance": _json_float(d.distance), "agree": d.agree}
+                for d in self.distances
+            ],
+            "accepted_from": self.accepted_from,
+        }
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Why one worker was flagged, for the record and for a person reviewing it.
+
+    Attributes
+    ----------
+    worker : int
+        The flagged worker.
+    kind : str
+        ``"outside_max_clique"`` (outside the unique maximum clique),
+        ``"majority_minority"`` (maximum cliques tie, so the majority rule decides; the
+        worker is in none of them),
+        ``"outlier"`` (r = 1 distance score) or ``"low_degree"`` (Aspis+ window).
+    severity : {"high", "low"}
+        ``"high"`` rests on replicas that disagree; ``"low"`` on distance alone.
+    clique : tuple of int
+        The agreeing workers the flag is measured against: the unique maximum clique,
+        or the union of the tied maximum cliques. Empty for outliers and low degree.
+    disagreed_with : tuple of int
+        Workers whose replicas disagreed with this worker's.
+    files : tuple of FileDispute
+        Per disputed file (or, for outliers, per outlying update): digests and distances.
+    mode : str
+        Comparison mode used.
+    tol : float
+        Relative tolerance used.
+    num_max_cliques : int
+        Number of maximum cliques (1 when unique; 0 when not applicable).
+    score, threshold : float or None
+        Outlier score and its threshold, or summed degree and its threshold.
+    rounds : int or None
+        Rounds the summed degree covers (``"low_degree"`` only).
+    on_tie : {"drop_disputed", "majority"}
+        How files were decided when maximum cliques tied (``"majority_minority"`` only).
+    """
+
+    worker: int
+    kind: EvidenceKind
+    severity: Severity
+    clique: tuple[int, ...] = ()
+    disagreed_with: tuple[int, ...] = ()
+    files: tuple[FileDispute, ...] = ()
+    mode: Mode = "auto"
+    tol: float = DEFAULT_TOL
+    num_max_cliques: int = 0
+    score: float | None = None
+    threshold: float | None = None
+    rounds: int | None = None
+    on_tie: TiePolicy = "drop_disputed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (lists, strings, numbers, ``None``), summary included."""
+        return {
+            "worker": self.worker,
+            "kind": self.kind,
+            "severity": self.severity,
+            "clique": list(self.clique),
+            "disagreed_with": list(self.disagreed_with),
+            "files": [f.to_dict() for f in self.files],
+            "mode": self.mode,
+            "tolerance": self.tol,
+            "num_max_cliques": self.num_max_cliques,
+            "score": _json_float(self.score),
+            "threshold": _json_float(self.threshold),
+            "rounds": self.rounds,
+            "on_tie": self.on_tie,
+            "summary": self.summary(),
+        }
+
+    def summary(self) -> str:
+        """One plain-English paragraph explaining the flag."""
+        w = self.worker
+        if self.kind == "outlier":
+            files = _listing("file", "files", [d.file for d in self.files])
+            return (
+                f"Worker {w}'s update for {files} lies far from the other updates: its "
+                f"outlier score is {_num(self.score)} robust standard deviations above the "
+                f"typical update's, over the threshold {_num(self.threshold)}. Every file had "
+                "a single replica, so no replicas could be compared; this flag rests on "
+                "distance alone and is of low severity."
+            )
+        if self.kind == "low_degree":
+            per_round = (self.threshold or 0.0) / max(self.rounds or 1, 1)
+            rounds = f"{self.rounds} round{'' if self.rounds == 1 else 's'}"
+            return (
+                f"Worker {w} agreed with too few workers over the last {rounds}: its "
+                f"degrees in the agreement graph sum to {_num(self.score)}, "
+                f"below {_num(per_round)} per round, {_num(self.threshold)} in all. An honest "
+                "worker agrees with every other honest worker, so its degree never falls "
+                "below that bound (K - q - 1 per round when all K workers reply)."
+            )
+        disputes = self._disputes_sentence()
+        clique = _listing("worker", "workers", self.clique)
+        if self.kind == "outside_max_clique":
+            return (
+                f"{disputes}; the {len(self.clique)} {clique} agree with one another on every "
+                f"shared file, so worker {w} is outside the unique largest group of mutually "
+                "agreeing workers."
+            )
+        decided = (
+            "each file's value came from the strict majority of its unflagged replicas"
+            if self.on_tie == "majority"
+            else "a file kept a value only where its unflagged replicas all agreed, and "
+            "disputed files were left out"
+        )
+        return (
+            f"{disputes}; {self.num_max_cliques} groups of mutually agreeing workers tie for "
+            f"largest (together {clique}) and worker {w} belongs to none of them. As the "
+            f"largest group is not unique, {decided}."
+        )
+
+    def _disputes_sentence(self) -> str:
+        distances = [d.distance_from(self.worker) for d in self.files]
+        shown = _distance_range([x for x in distances if x is not None])
+        if self.mode == "exact":
+            how = f"digests differ; relative distance {shown}"
+        else:
+            how = f"relative distance {shown}, tolerance {self.tol:g}"
+        return (
+            f"Worker {self.worker} disagreed with "
+            f"{_listing('worker', 'workers', self.disagreed_with)} on "
+            f"{_listing('file', 'files', [d.file for d in self.files])} ({how})"
+        )
+
+
+def _distance_range(distances: Sequence[float]) -> str:
+    """``"1.98 and 2.01"`` for a few distances, ``"0.5 to 2"`` or ``"1.01 on each"`` for many."""
+    words = [_num(x) for x in distances]
+    if len(words) <= 3:
+        return _join(words) or "n/a"
+    low, high = _num(min(distances)), _num(max(distances))
+    return f"{low} on each" if low == high else f"{low} to {high}"
+
+
+_LISTED = 10  # ids shown in a summary before "and N more"
+
+
+def _listing(singular: str, plural: str, ids: Sequence[int]) -> str:
+    """Name ids in English: "worker 3", "workers 0 and 5", "workers 0, 1, 2 and 9 more"."""
+    if len(ids) == 1:
+        return f"{singular} {ids[0]}"
+    shown = [str(i) for i in ids[:_LISTED]]
+    if len(ids) > _LISTED:
+        return f"{plural} {', '.join(shown)} and {len(ids) - _LISTED} more"
+    return f"{plural} {_join(shown)}"
+
+
+def _join(words: Sequence[str]) -> str:
+    """Join words as in English: ``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    return " and ".join([", ".join(words[:-1]), words[-1]]) if len(words) > 1 else "".join(words)
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def _json_float(x: float | None) -> float | None:
+    """``x`` if finite, else ``None`` (JSON has no NaN or Infinity)."""
+    return x if x is not None and math.isfinite(x) else None

@@ -1,0 +1,333 @@
+"""The verdict of a round: which workers are flagged and which value each file keeps."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import networkx as nx
+import torch
+from torch import Tensor
+
+from phalanx.assignment import Assignment
+from phalanx.detection.cliques import MaximumCliques, maximum_cliques
+from phalanx.detection.comparison import (
+    DEFAULT_TOL,
+    FileComparison,
+    Mode,
+    Replica,
+    check_mode,
+    compare_file,
+    group_by_file,
+)
+from phalanx.detection.evidence import Evidence, FileDispute, ReplicaDistance
+from phalanx.detection.graph import conflict_graph
+from phalanx.detection.outliers import DEFAULT_OUTLIER_THRESHOLD, outlier_scores
+from phalanx.detection.ties import TiePolicy, majority_replica, unanimous_replica
+
+Rule = Literal["unique_clique", "majority", "unanimity", "outlier", "none"]
+
+MAX_LISTED_CLIQUES = 64
+"""`Verdict.max_cliques` lists at most this many maximum cliques (their number is a
+product over conflict components and can be exponential); `Verdict.num_max_cliques`
+always holds the true count."""
+
+
+@dataclass(frozen=True, eq=False)
+class Verdict:
+    """Outcome of detection for one round.
+
+    Attributes
+    ----------
+    accepted : dict of int to Tensor
+        Accepted value per file.
+    accepted_from : dict of int to int
+        Worker whose replica supplied each accepted value.
+    accepted_digests : dict of int to str
+        Digest of each accepted value (how `to_dict` refers to it).
+    dropped : tuple of int
+        Files of the assignment without an accepted value: no replica arrived, every
+        replica came from a flagged worker, or (on a tie) the replicas left disagree.
+    flagged : frozenset of int
+        Workers judged adversarial this round.
+    evidence : dict of int to Evidence
+        One record per flagged worker.
+    rule : str
+        ``"unique_clique"``, ``"unanimity"`` or ``"majority"`` (maximum cliques tie; see
+        `detect`'s ``on_tie``), ``"outlier"`` or ``"none"`` (nothing could be compared or
+        scored).
+    max_cliques : tuple of frozenset of int
+        Maximum cliques of the agreement graph (at most `MAX_LISTED_CLIQUES`).
+    num_max_cliques : int
+        How many maximum cliques there are.
+    degrees : dict of int to int
+        Degree of each worker that replied in the agreement graph (input for
+        `DegreeWindow` once mapped to stable worker ids).
+    """
+
+    accepted: dict[int, Tensor]
+    accepted_from: dict[int, int]
+    accepted_digests: dict[int, str]
+    dropped: tuple[int, ...]
+    flagged: frozenset[int]
+    evidence: dict[int, Evidence]
+    rule: Rule
+    max_cliques: tuple[frozenset[int], ...]
+    num_max_cliques: int
+    degrees: dict[int, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form; accepted values appear by digest, not by content."""
+        return {
+            "rule": self.rule,
+            "flagged": sorted(self.flagged),
+            "dropped": list(self.dropped),
+            "accepted": [
+                {"file": f, "worker": self.accepted_from[f], "digest": self.accepted_digests[f]}
+                for f in sorted(self.accepted)
+            ],
+            "max_cliques": [sorted(c) for c in self.max_cliques],
+            "num_max_cliques": self.num_max_cliques,
+            "degrees": [{"worker": w, "degree": d} for w, d in sorted(self.degrees.items())],
+            "evidence": [self.evidence[w].to_dict() for w in sorted(self.evidence)],
+        }
+
+    def explain(self, worker: int) -> str:
+        """Plain-English reason why ``worker`` was or was not flagged."""
+        if worker in self.evidence:
+            return self.evidence[worker].summary()
+        if worker not in self.degrees:
+            return f"Worker {worker} sent no replica this round, so there is nothing to judge."
+        reason = {
+            "unique_clique": "it belongs to the unique largest group of mutually agreeing "
+            f"workers ({len(self.max_cliques[0]) if self.max_cliques else 0} workers)",
+            "majority": f"it belongs to at least one of the {self.num_max_cliques} tied largest "
+            "groups of mutually agreeing workers",
+            "unanimity": f"it belongs to at least one of the {self.num_max_cliques} tied largest "
+            "groups of mutually agreeing workers",
+            "outlier": "its update was not an outlier among the others",
+            "none": "no replicas could be compared or scored this round",
+        }[self.rule]
+        return f"Worker {worker} was not flagged: {reason}."
+
+
+def detect(
+    assignment: Assignment,
+    replicas: Sequence[Replica],
+    *,
+    mode: Mode = "auto",
+    tol: float = DEFAULT_TOL,
+    outlier_threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
+    f: int = 0,
+    on_tie: TiePolicy = "drop_disputed",
+) -> Verdict:
+    """Decide which workers lie and which value each file keeps.
+
+    Rules, after comparing the replicas of each file (`compare_file`):
+
+    * A unique maximum clique of the agreement graph: every worker that replied and is
+      outside it is flagged; each file keeps the replica of its lowest-numbered worker
+      inside the clique, and is dropped if no clique member replied for it.
+    * Several maximum cliques (ties, as a strong attack can arrange): only workers
+      outside the union of all maximum cliques are flagged. Any worker inside some
+      maximum clique might be honest, since that clique might be the honest one, and
+      flagging it would punish an honest worker on a coin toss. A worker in none of
+      them cannot be honest as long as the honest workers form a largest agreeing group
+      (the premise of Aspis): that group would then be one of the maximum cliques and
+      contain it. Which value each file keeps follows ``on_tie``:
+
+      - ``"drop_disputed"`` (default): a file keeps a value only when all its unflagged
+        replicas agree, and is dropped otherwise. A tie means the round cannot tell
+        the honest group from a colluding one (q colluders who disagree only with q
+        chosen honest workers are, in the agreement graph, indistinguishable from
+        those honest workers), so no disputed value is trusted: colluders can then
+        only get a value through on a file whose replicas are all theirs.
+      - ``"majority"`` (Aspis, ByzShield): a file keeps the value held by a strict
+        majority of its unflagged replicas (flagged replicas do not vote), and is
+        dropped without one. Two colluders sharing a file with one honest worker
+        win it.
+    * No file with two or more replicas (r = 1, or only stragglers left): updates are
+      scored with `outlier_scores` and workers with a score above ``outlier_threshold``
+      are flagged with severity ``"low"``; disabled with ``outlier_threshold=None`` or
+      when fewer than ``f + 3`` replicas arrived.
+
+    A file with a single replica is accepted when its worker is not flagged. Workers
+    that sent nothing are neither in the graph nor flagged.
+
+    Parameters
+    ----------
+    assignment : Assignment
+        This round's assignment.
+    replicas : sequence of Replica
+        What arrived; missing replicas are allowed.
+    mode : {"exact", "tolerance", "auto"}
+        How replicas are compared (see `replicas_agree`).
+    tol : float
+        Relative L2 tolerance (see `DEFAULT_TOL`).
+    outlier_threshold : float or None
+        Robust z-score threshold for r = 1 outliers.
+    f : int
+        Byzantine workers tolerated by the r = 1 outlier score.
+    on_tie : {"drop_disputed", "majority"}
+        What a file keeps when maximum cliques tie (see above).
+
+    Returns
+    -------
+    Verdict
+    """
+    check_mode(mode, tol)
+    if on_tie not in get_args(TiePolicy):
+        raise ValueError(f"on_tie must be one of {get_args(TiePolicy)}, got {on_tie!r}")
+    by_file = group_by_file(assignment, replicas)
+    replied = sorted({r.worker for r in replicas})
+    if all(len(reps) == 1 for reps in by_file.values()):
+        return _detect_single_replicas(assignment, by_file, replied, outlier_threshold, f)
+
+    comparisons = {
+        file: compare_file(file, reps, mode=mode, tol=tol) for file, reps in sorted(by_file.items())
+    }
+    conflicts = conflict_graph(replied, comparisons.values())
+    cliques = maximum_cliques(conflicts)
+    trusted = cliques.union
+    flagged = frozenset(replied) - trusted
+    if cliques.is_unique:
+        rule: Rule = "unique_clique"
+        chosen = {
+            file: next((r for r in c.replicas if r.worker in trusted), None)
+            for file, c in comparisons.items()
+        }
+    else:
+        rule = "unanimity" if on_tie == "drop_disputed" else "majority"
+        pick = unanimous_replica if on_tie == "drop_disputed" else majority_replica
+        chosen = {file: pick(c, flagged) for file, c in comparisons.items()}
+    accepted = {file: r for file, r in chosen.items() if r is not None}
+    evidence = {
+        w: _clique_evidence(
+            w, conflicts, comparisons, accepted, trusted, rule, cliques.count, mode, tol
+        )
+        for w in sorted(flagged)
+    }
+    return _verdict(
+        assignment,
+        accepted,
+        flagged,
+        evidence,
+        rule,
+        cliques,
+        degrees={w: len(replied) - 1 - conflicts.degree(w) for w in replied},
+    )
+
+
+def _clique_evidence(
+    worker: int,
+    conflicts: nx.Graph,
+    comparisons: Mapping[int, FileComparison],
+    accepted: Mapping[int, Replica],
+    trusted: frozenset[int],
+    rule: Rule,
+    num_max_cliques: int,
+    mode: Mode,
+    tol: float,
+) -> Evidence:
+    disputes = []
+    for file, c in comparisons.items():
+        if worker in c.workers and any(worker in pair for pair in c.conflicts()):
+            disputes.append(_file_dispute(c, accepted.get(file)))
+    return Evidence(
+        worker=worker,
+        kind="outside_max_clique" if rule == "unique_clique" else "majority_minority",
+        severity="high",
+        clique=tuple(sorted(trusted)),
+        disagreed_with=tuple(sorted(conflicts.adj[worker])),
+        files=tuple(disputes),
+        mode=mode,
+        tol=tol,
+        num_max_cliques=num_max_cliques,
+        on_tie="majority" if rule == "majority" else "drop_disputed",
+    )
+
+
+def _file_dispute(c: FileComparison, accepted: Replica | None) -> FileDispute:
+    pairs = []
+    if c.distances is not None:
+        for i, j in itertools.combinations(range(len(c.replicas)), 2):
+            pairs.append(
+                ReplicaDistance(
+                    a=c.replicas[i].worker,
+                    b=c.replicas[j].worker,
+                    distance=float(c.distances[i, j]),
+                    agree=bool(c.agree[i, j]),
+                )
+            )
+    return FileDispute(
+        file=c.file,
+        digests={r.worker: r.digest for r in c.replicas},
+        distances=tuple(pairs),
+        accepted_from=None if accepted is None else accepted.worker,
+    )
+
+
+def _detect_single_replicas(
+    assignment: Assignment,
+    by_file: Mapping[int, Sequence[Replica]],
+    replied: Sequence[int],
+    outlier_threshold: float | None,
+    f: int,
+) -> Verdict:
+    """Detect when no file has two replicas: by outlier scores, or not at all."""
+    reps = [rs[0] for _, rs in sorted(by_file.items())]
+    cliques = maximum_cliques(conflict_graph(replied, ()))
+    degrees = {w: len(replied) - 1 for w in replied}
+    if outlier_threshold is None or len(reps) < f + 3:
+        accepted = {r.file: r for r in reps}
+        return _verdict(assignment, accepted, frozenset(), {}, "none", cliques, degrees)
+    scores = outlier_scores(torch.stack([r.value for r in reps]), f)
+    outlying: dict[int, list[tuple[Replica, float]]] = {}
+    for r, score in zip(reps, scores.tolist(), strict=True):
+        if score > outlier_threshold:
+            outlying.setdefault(r.worker, []).append((r, score))
+    evidence = {
+        w: Evidence(
+            worker=w,
+            kind="outlier",
+            severity="low",
+            files=tuple(
+                FileDispute(file=r.file, digests={w: r.digest}, distances=(), accepted_from=None)
+                for r, _ in items
+            ),
+            score=max(score for _, score in items),
+            threshold=outlier_threshold,
+        )
+        for w, items in sorted(outlying.items())
+    }
+    flagged = frozenset(outlying)
+    accepted = {r.file: r for r in reps if r.worker not in flagged}
+    return _verdict(assignment, accepted, flagged, evidence, "outlier", cliques, degrees)
+
+
+def _verdict(
+    assignment: Assignment,
+    accepted: Mapping[int, Replica],
+    flagged: frozenset[int],
+    evidence: dict[int, Evidence],
+    rule: Rule,
+    cliques: MaximumCliques,
+    degrees: dict[int, int],
+) -> Verdict:
+    # With nobody replying there is no graph, hence no clique to report.
+    listed = cliques.cliques(MAX_LISTED_CLIQUES) if degrees else ()
+    count = cliques.count if degrees else 0
+    return Verdict(
+        accepted={f: r.value for f, r in sorted(accepted.items())},
+        accepted_from={f: r.worker for f, r in sorted(accepted.items())},
+        accepted_digests={f: r.digest for f, r in sorted(accepted.items())},
+        dropped=tuple(f for f in range(assignment.num_files) if f not in accepted),
+        flagged=flagged,
+        evidence=evidence,
+        rule=rule,
+        max_cliques=listed,
+        num_max_cliques=count,
+        degrees=degrees,
+    )
