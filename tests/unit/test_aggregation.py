@@ -18,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from phalanx import aggregation as agg
 from phalanx.aggregation import (
     AGGREGATORS,
     PRE_AGGREGATORS,
@@ -40,6 +39,7 @@ from phalanx.aggregation import (
     pairwise_sq_distances,
     trimmed_mean,
 )
+from phalanx.aggregation.selection import _bulyan_selection
 from phalanx.breakdown import RULES
 
 Array = np.ndarray[Any, np.dtype[Any]]
@@ -427,7 +427,7 @@ def test_bulyan_coordinate_phase_equals_flowers_closest_to_median_average(
     n = x.shape[0]
     # Flower's Bulyan picks its theta rows by one-shot Multi-Krum; the original (and
     # Phalanx) picks them by Krum one at a time. The coordinate phase is the same.
-    chosen = agg._bulyan_selection(pairwise_sq_distances(x), f, n - 2 * f)
+    chosen = _bulyan_selection(pairwise_sq_distances(x), f, n - 2 * f)
     picked = [[x[i].numpy()] for i in chosen.tolist()]
     median = [np.median(np.stack([p[0] for p in picked]), axis=0)]
     expected = aggregate_n_closest_weights(median, picked, n - 4 * f)[0]
