@@ -1,0 +1,101 @@
+"""What an adversary knows when it forges an update, and the two protocols an attack satisfies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class AttackContext:
+    """What an adversary knows when it forges the update for one file.
+
+    Parameters
+    ----------
+    round : int
+        Training round, ``>= 0``.
+    file : int
+        File the update is for, ``>= 0``.
+    worker : int
+        The adversary sending it, in ``0 .. num_workers - 1``. Attacks must not
+        let it change the vector (colluders agree).
+    num_workers : int
+        ``n`` (``K``), the number of workers in the round.
+    num_byzantine : int
+        ``f`` (``q``), the number of adversaries.
+    honest_updates : Tensor or None
+        ``(m, d)`` stack of this round's honest updates for omniscient attacks,
+        or ``None`` when the adversary knows only its own update.
+    seed : int
+        Run-level seed, ``>= 0``; with ``round`` and ``file`` it seeds
+        :meth:`generator`.
+    """
+
+    round: int
+    file: int
+    worker: int
+    num_workers: int
+    num_byzantine: int
+    honest_updates: Tensor | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.round, self.file, self.seed) < 0:
+            raise ValueError(
+                f"round, file and seed must be >= 0, got {self.round}, {self.file}, {self.seed}"
+            )
+        if not 0 <= self.worker < self.num_workers:
+            raise ValueError(f"worker {self.worker} is outside 0..{self.num_workers - 1}")
+        if not 0 <= self.num_byzantine <= self.num_workers:
+            raise ValueError(
+                f"num_byzantine must be in 0..{self.num_workers}, got {self.num_byzantine}"
+            )
+        if self.honest_updates is not None and self.honest_updates.dim() != 2:
+            raise ValueError(
+                "honest_updates must be a (m, d) stack, "
+                f"got shape {tuple(self.honest_updates.shape)}"
+            )
+
+    def generator(self) -> torch.Generator:
+        """Return a fresh generator seeded from ``(seed, round, file)``.
+
+        Every colluder on the same file and round draws the same numbers.
+        """
+        state = np.random.SeedSequence([self.seed, self.round, self.file]).generate_state(
+            1, np.uint64
+        )
+        gen = torch.Generator()
+        gen.manual_seed(int(state[0]))
+        return gen
+
+
+@runtime_checkable
+class Attack(Protocol):
+    """An update-level attack: forges the update an adversary sends for one file."""
+
+    @property
+    def name(self) -> str:
+        """Registry name of the attack."""
+        ...
+
+    def __call__(self, honest: Tensor, ctx: AttackContext) -> Tensor:
+        """Return the malicious update replacing ``honest`` (same shape and dtype)."""
+        ...
+
+
+@runtime_checkable
+class DataAttack(Protocol):
+    """A data-level attack: poisons labels; the adversary then trains honestly on them."""
+
+    @property
+    def name(self) -> str:
+        """Registry name of the attack."""
+        ...
+
+    def poison_labels(self, labels: Tensor, num_classes: int) -> Tensor:
+        """Return the labels the adversary trains on instead of ``labels``."""
+        ...
