@@ -17,14 +17,29 @@ import struct
 from collections import deque
 from collections.abc import Sequence
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .layers import FloatArray, LayerLayout, LayerSpec, flatten_update, layer_layout
 
-if TYPE_CHECKING:
-    from .config import CodecConfig
+
+class HistorySettings(Protocol):
+    """The settings a history is sized by; :class:`~phalanx.codec.config.CodecConfig` has them.
+
+    A protocol, so that this module need not import the config (which imports
+    :class:`Predictor` from here).
+    """
+
+    @property
+    def history_length(self) -> int:
+        """``K``, how many deltas the mean predictor averages."""
+        ...
+
+    @property
+    def momentum(self) -> float:
+        """``beta`` of the momentum predictor."""
+        ...
 
 
 class Predictor(IntEnum):
@@ -130,7 +145,9 @@ class DeltaHistory:
         ).digest()
 
     @classmethod
-    def from_config(cls, layers_spec: LayerSpec | LayerLayout, config: CodecConfig) -> DeltaHistory:
+    def from_config(
+        cls, layers_spec: LayerSpec | LayerLayout, config: HistorySettings
+    ) -> DeltaHistory:
         """History sized by a :class:`~phalanx.codec.config.CodecConfig`."""
         return cls(layers_spec, depth=config.history_length, momentum=config.momentum)
 
