@@ -42,7 +42,6 @@ import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -437,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     result["codec_cold"] = measure(update, cold_history, config, times_of("codec_cold"))
     result["sweep"] = []
     for rd_lambda in lambdas:
-        swept = replace(config, rd_lambda=rd_lambda)
+        swept = config.model_copy(update={"rd_lambda": rd_lambda})
         swept_history = warm_history(swept, gradients)
         row = measure(
             update,

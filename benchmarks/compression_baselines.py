@@ -38,8 +38,7 @@ import zstandard
 from torch import Tensor
 
 from phalanx.channel import PlainChannel
-from phalanx.codec import LayerSpec
-from phalanx.config import CodecSettings
+from phalanx.codec import CodecConfig, LayerSpec
 from phalanx.replies import Decoder, ReplyRejectedError
 from phalanx_clients.replica import ModelReplica
 
@@ -423,7 +422,7 @@ class BaselineReplica(ModelReplica):
         *,
         error_feedback: bool = False,
     ) -> None:
-        super().__init__(CodecSettings(enabled=False), layers, run_seed)
+        super().__init__(CodecConfig(enabled=False), layers, run_seed)
         self.compressor = compressor
         self.error_feedback = error_feedback
         self.memory = np.zeros(compressor.dim, dtype=np.float32)

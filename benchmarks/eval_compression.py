@@ -87,8 +87,8 @@ from compression_baselines import (  # noqa: E402
 from inprocess_sharing import ReportSink, SharedUpdates, SharingWorker  # noqa: E402
 
 from phalanx.channel import Downlink  # noqa: E402
-from phalanx.codec import LayerSpec  # noqa: E402
-from phalanx.config import CodecSettings, RunConfig  # noqa: E402
+from phalanx.codec import CodecConfig, LayerSpec  # noqa: E402
+from phalanx.config import RunConfig  # noqa: E402
 from phalanx.coordinator import Exchange  # noqa: E402
 from phalanx.data import ImageDataset, load_dataset  # noqa: E402
 from phalanx.nets import build_model, layer_shapes, num_params  # noqa: E402
@@ -318,7 +318,7 @@ class Case:
             }
             extra = dict(self.method.params).get("extra_step")
             if extra is not None:
-                codec["step_sizes"] = (*CodecSettings().step_sizes, float(extra))
+                codec["step_sizes"] = (*CodecConfig().step_sizes, float(extra))
         return RunConfig.model_validate(
             {
                 "name": self.run_id,

@@ -6,9 +6,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from phalanx.channel import Downlink, codec_config, downlink_codec_config
-from phalanx.codec import CodecError, ErrorFeedback, GlobalModel, LayerSpec, encode_update
-from phalanx.config import CodecSettings
+from phalanx.channel import Downlink, broadcast_config
+from phalanx.codec import (
+    CodecConfig,
+    CodecError,
+    ErrorFeedback,
+    GlobalModel,
+    LayerSpec,
+    encode_update,
+)
 from phalanx.replies import float32_payload
 
 
@@ -21,7 +27,7 @@ class ModelReplica:
 
     Parameters
     ----------
-    settings : CodecSettings
+    config : CodecConfig
         The run's codec section.
     layers : LayerSpec
         The model's layers, in parameter order.
@@ -29,14 +35,13 @@ class ModelReplica:
         Seeds the quantizers' random streams.
     """
 
-    def __init__(self, settings: CodecSettings, layers: LayerSpec, run_seed: int) -> None:
-        self.settings = settings
+    def __init__(self, config: CodecConfig, layers: LayerSpec, run_seed: int) -> None:
         self.layers = layers
         self.run_seed = run_seed
-        self.config = codec_config(settings)
+        self.config = config
         # The global model mirrors the coordinator's, whose broadcast is coded at
         # codec.downlink_rd_lambda; decoding does not depend on lambda either way.
-        self.downlink_config = downlink_codec_config(settings)
+        self.downlink_config = broadcast_config(config)
         self.model: GlobalModel | None = None
         self.feedback: ErrorFeedback | None = None
         self._weights: np.ndarray | None = None
@@ -49,7 +54,7 @@ class ModelReplica:
         OutOfSyncError
             When a delta arrives for a state this replica does not hold.
         """
-        if not self.settings.enabled:
+        if not self.config.enabled:
             if downlink.weights is None:
                 raise OutOfSyncError("a plain channel always sends full weights")
             self._weights = downlink.weights
@@ -76,13 +81,13 @@ class ModelReplica:
 
     def encode(self, update: Tensor, *, round: int, file: int) -> bytes:
         """Encode one file's update for the uplink."""
-        if not self.settings.enabled:
+        if not self.config.enabled:
             return float32_payload(update)
         if self.model is None:
             raise OutOfSyncError("no global model to predict from")
         seed_context = (self.run_seed, round, file)
         flat = update.detach().to(torch.float32).numpy()
-        if self.settings.error_feedback:
+        if self.config.error_feedback:
             if self.feedback is None:
                 self.feedback = ErrorFeedback(self.model.layout)
             return self.feedback.encode(
@@ -110,7 +115,7 @@ class ModelReplica:
         model_state = {
             k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")
         }
-        if not model_state or not self.settings.enabled:
+        if not model_state or not self.config.enabled:
             return
         model = GlobalModel(self.layers, model_state["weights"], config=self.downlink_config)
         model.restore(model_state)

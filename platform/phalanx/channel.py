@@ -16,7 +16,7 @@ so nobody needs the other side's to decode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -24,56 +24,26 @@ import torch
 from torch import Tensor
 
 from phalanx.codec import CodecConfig, GlobalModel, LayerSpec, decode_update_flat
-from phalanx.config import CodecSettings
 from phalanx.replies import Decoder, make_float32_decoder
 
 HISTORY_PREFIX = "history."
 
 
-def codec_config(settings: CodecSettings) -> CodecConfig:
-    """Translate the run config's codec section into the codec's settings for the uplink.
-
-    Parameters
-    ----------
-    settings : CodecSettings
-        The run config's codec section.
-
-    Returns
-    -------
-    CodecConfig
-        The settings every worker encodes its updates with and the coordinator
-        decodes them with; ``rd_lambda`` is ``settings.rd_lambda``.
-    """
-    return CodecConfig(
-        step_sizes=settings.step_sizes,
-        ternary=settings.ternary,
-        unbiased=settings.unbiased,
-        rounding=settings.rounding,
-        rd_lambda=settings.rd_lambda,
-        rd_distortion=settings.rd_distortion,
-        censor_threshold=settings.censor_threshold,
-        low_rank=settings.low_rank,
-        low_rank_step=settings.low_rank_step,
-        error_feedback=settings.error_feedback,
-        history_length=settings.history_length,
-    )
-
-
-def downlink_lambda(settings: CodecSettings) -> float:
+def downlink_lambda(config: CodecConfig) -> float:
     """Return the rate weight of the coordinator's broadcast.
 
-    ``settings.downlink_rd_lambda``, or ``settings.rd_lambda`` when that is
+    ``config.downlink_rd_lambda``, or ``config.rd_lambda`` when that is
     ``None``.
     """
-    if settings.downlink_rd_lambda is None:
-        return settings.rd_lambda
-    return settings.downlink_rd_lambda
+    if config.downlink_rd_lambda is None:
+        return config.rd_lambda
+    return config.downlink_rd_lambda
 
 
-def broadcast_config(config: CodecConfig, rd_lambda: float | None = None) -> CodecConfig:
-    """Derive the broadcast's codec settings from the uplink's.
+def broadcast_config(config: CodecConfig) -> CodecConfig:
+    """Derive the broadcast's codec settings from the run's.
 
-    Equal to ``config`` but for ``rd_lambda`` (``None`` keeps the uplink's),
+    Equal to ``config`` but for ``rd_lambda``, which is :func:`downlink_lambda`;
     ``unbiased``, which is off: the broadcast is one payload applied to the
     weights as it is (its error carried into the next broadcast), not one of
     many estimates averaged by the aggregate; and ``low_rank``, which is off:
@@ -83,20 +53,9 @@ def broadcast_config(config: CodecConfig, rd_lambda: float | None = None) -> Cod
     ``rounding`` are the uplink's: the broadcast's bits are spread by the same
     measure, and its ternary layers draw their rounding as the uplink's do.
     """
-    return replace(
-        config,
-        rd_lambda=config.rd_lambda if rd_lambda is None else rd_lambda,
-        unbiased=False,
-        low_rank=0,
+    return config.model_copy(
+        update={"rd_lambda": downlink_lambda(config), "unbiased": False, "low_rank": 0}
     )
-
-
-def downlink_codec_config(settings: CodecSettings) -> CodecConfig:
-    """Translate the run config's codec section into the broadcast's settings.
-
-    :func:`broadcast_config` of :func:`codec_config` at :func:`downlink_lambda`.
-    """
-    return broadcast_config(codec_config(settings), downlink_lambda(settings))
 
 
 @dataclass(frozen=True)
@@ -167,25 +126,15 @@ class CodecChannel:
         The initial global weights (sent in full in the first round).
     config : CodecConfig
         The run's codec settings: the workers' uplink payloads decode with it.
+        The broadcast is coded with :func:`broadcast_config` of it, as the
+        workers decode it.
     run_seed : int
         Seeds the quantizers' random streams.
-    downlink_rd_lambda : float, optional
-        ``rd_lambda`` of the broadcast encoder; ``None`` keeps
-        ``config.rd_lambda``. The broadcast's config is
-        :func:`broadcast_config`, as the workers' is.
     """
 
-    def __init__(
-        self,
-        layers: LayerSpec,
-        params: Tensor,
-        config: CodecConfig,
-        run_seed: int,
-        *,
-        downlink_rd_lambda: float | None = None,
-    ):
+    def __init__(self, layers: LayerSpec, params: Tensor, config: CodecConfig, run_seed: int):
         self.config = config
-        self.downlink_config = broadcast_config(config, downlink_rd_lambda)
+        self.downlink_config = broadcast_config(config)
         self.run_seed = run_seed
         self.model = GlobalModel(layers, params.detach().numpy(), config=self.downlink_config)
         self._pending = b""
@@ -247,20 +196,12 @@ class CodecChannel:
 Channel = PlainChannel | CodecChannel
 
 
-def make_channel(
-    settings: CodecSettings, layers: LayerSpec, params: Tensor, run_seed: int
-) -> Channel:
-    """Build the channel a run config asks for.
+def make_channel(config: CodecConfig, layers: LayerSpec, params: Tensor, run_seed: int) -> Channel:
+    """Build the channel a run config's codec section asks for.
 
-    With the codec, the workers' uplink is coded at ``settings.rd_lambda`` and
+    With the codec, the workers' uplink is coded at ``config.rd_lambda`` and
     the broadcast at :func:`downlink_lambda`.
     """
-    if settings.enabled:
-        return CodecChannel(
-            layers,
-            params,
-            codec_config(settings),
-            run_seed,
-            downlink_rd_lambda=downlink_lambda(settings),
-        )
+    if config.enabled:
+        return CodecChannel(layers, params, config, run_seed)
     return PlainChannel(params)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from phalanx.assignment import count_files
 from phalanx.attack_plugins import installed_attacks, is_reference
 from phalanx.breakdown import Rule, min_inputs
+from phalanx.codec.config import CODEC_ONLY, CodecConfig
 from phalanx.data_checks import MAX_CLASSES
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
@@ -179,78 +181,6 @@ class TrainingConfig(_Section):
     )
 
 
-class CodecSettings(_Section):
-    """Predictive-coding compression of uplink updates and downlink broadcasts."""
-
-    enabled: bool = False
-    rd_lambda: float = Field(
-        default=0.1,
-        gt=0.0,
-        description="Rate weight in J = D + lambda R of the workers' uplink updates (and of the "
-        "broadcast unless downlink_rd_lambda is set).",
-    )
-    downlink_rd_lambda: float | None = Field(
-        default=None,
-        gt=0.0,
-        description="Rate weight of the coordinator's broadcast of the global delta; None: the "
-        "same as rd_lambda. The broadcast is one payload for all workers and every worker "
-        "applies it, so it often deserves a smaller lambda (more bits) than the uplink. "
-        "Workers decode it without knowing lambda.",
-    )
-    step_sizes: tuple[float, ...] = Field(
-        default=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), min_length=1, description="Relative to scale."
-    )
-    ternary: bool = True
-    unbiased: bool = Field(
-        default=False,
-        description="Uplink only: round the workers' updates stochastically (seeded, so "
-        "replicas agree) so that each decoded update is an unbiased estimate and the errors "
-        "average out in the aggregate, instead of rounding every value within half a step of "
-        "the prediction to the prediction in every update alike. More bits at a given "
-        "rd_lambda. The broadcast keeps deterministic rounding.",
-    )
-    rounding: Literal["independent", "correlated"] = Field(
-        default="independent",
-        description="Where stochastic rounding (of the uplink, and of the broadcast's ternary "
-        "layers) draws its random numbers. "
-        "'independent': a stream per file. 'correlated': one stream per round and layer "
-        "that each file shifts by its index, so the draws of a coordinate spread evenly "
-        "over the round's files and their rounding errors partly cancel in the mean. "
-        "Replicas of a file agree either way; each payload costs the same.",
-    )
-    rd_distortion: Literal["update", "layer"] = Field(
-        default="update",
-        description="What D in J = D + lambda R measures, for the uplink and the broadcast. "
-        "'update': squared "
-        "error over the whole update's energy (bits go where the squared error is; suits SGD "
-        "on the server). 'layer': each layer's error over its own energy, weighted by its "
-        "share of parameters (suits Adam and AMSGrad, which move every coordinate by its own "
-        "scale, so a layer of small gradients matters as much as one of large gradients).",
-    )
-    censor_threshold: float = Field(default=0.05, ge=0.0)
-    history_length: int = Field(default=3, ge=1, le=64)
-    low_rank: int = Field(
-        default=0,
-        ge=0,
-        le=256,
-        description="Uplink only: the rank at which a 2-D layer (a fully connected weight) "
-        "may be sent as two quantized factors, when that costs less in J; 0 disables it. The "
-        "truncation is biased: meant with error_feedback (r = 1), which carries the directions "
-        "left out into the next update.",
-    )
-    low_rank_step: float = Field(
-        default=0.25,
-        gt=0.0,
-        le=16.0,
-        description="Rounding step of the low-rank factors, in multiples of each factor's RMS.",
-    )
-    error_feedback: bool = Field(
-        default=False,
-        description="Carry quantization error (r = 1 runs only). With unbiased, only the "
-        "error of layers sent without stochastic rounding (low-rank, censored) is carried.",
-    )
-
-
 class DeploymentConfig(_Section):
     """Where the run executes: Flower's simulation engine, or a SuperLink with real clients."""
 
@@ -274,8 +204,26 @@ class RunConfig(_Section):
     aggregation: AggregationConfig = AggregationConfig()
     attack: AttackConfig = AttackConfig()
     training: TrainingConfig = TrainingConfig()
-    codec: CodecSettings = CodecSettings()
+    codec: CodecConfig = CodecConfig()
     deployment: DeploymentConfig = DeploymentConfig()
+
+    @field_validator("codec", mode="before")
+    @classmethod
+    def _run_settings_only(cls, codec: object) -> object:
+        # The codec's own settings never enter a run config, so its JSON tells the whole run.
+        if isinstance(codec, Mapping):
+            given = sorted(CODEC_ONLY.intersection(codec))
+        elif isinstance(codec, CodecConfig):
+            defaults = CodecConfig.model_fields
+            given = sorted(n for n in CODEC_ONLY if getattr(codec, n) != defaults[n].default)
+        else:
+            given = []
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: the codec's own settings, not a run's (runs use the "
+                "codec's defaults)"
+            )
+        return codec
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:

@@ -13,6 +13,8 @@ from typer.testing import CliRunner, Result
 from phalanx.aggregation import AGGREGATORS, PRE_AGGREGATORS
 from phalanx.attacks import ATTACKS
 from phalanx.cli import app
+from phalanx.codec import CodecConfig, Predictor
+from phalanx.codec.config import CODEC_ONLY
 from phalanx.config import ATTACK_NAMES, PreRule, Rule, RunConfig, load_run_config
 from tests.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, PluginFiles
 
@@ -122,6 +124,78 @@ def test_codec_downlink_lambda_must_be_positive() -> None:
         assert "codec.downlink_rd_lambda" in _error({"codec": {"downlink_rd_lambda": bad}}).replace(
             "\n", "."
         )
+
+
+RUN_CODEC_KEYS = {
+    "enabled": False,
+    "rd_lambda": 0.1,
+    "downlink_rd_lambda": None,
+    "step_sizes": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+    "ternary": True,
+    "unbiased": False,
+    "rounding": "independent",
+    "rd_distortion": "update",
+    "censor_threshold": 0.05,
+    "history_length": 3,
+    "low_rank": 0,
+    "low_rank_step": 0.25,
+    "error_feedback": False,
+}
+
+
+def test_the_run_config_s_codec_section_is_the_codec_s_own_config() -> None:
+    assert type(RunConfig().codec) is CodecConfig
+    config = RunConfig.model_validate({"codec": {"enabled": True, "rd_lambda": 1.0}})
+    assert config.codec == CodecConfig(enabled=True, rd_lambda=1.0)
+
+
+def test_the_codec_section_keeps_its_keys_defaults_and_schema() -> None:
+    dumped = RunConfig().model_dump(mode="json")["codec"]
+    assert list(dumped) == list(RUN_CODEC_KEYS) and dumped == RUN_CODEC_KEYS
+    schema = RunConfig.model_json_schema()["$defs"]["CodecConfig"]
+    assert list(schema["properties"]) == list(RUN_CODEC_KEYS)
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("name", sorted(CODEC_ONLY))
+def test_the_codec_s_own_settings_never_enter_a_run_config(name: str) -> None:
+    value = CodecConfig.model_fields[name].default
+    assert name in _error({"codec": {name: value}})
+    changed = {"predictors": (Predictor.MEAN,), "downlink_error_feedback": False}
+    changed |= {"momentum": 0.5, "fit_gain": False, "rd_sample_size": 0}
+    with pytest.raises(ValidationError, match=name):
+        RunConfig(codec=CodecConfig(**{name: changed[name]}))
+
+
+@pytest.mark.parametrize(
+    ("codec", "field"),
+    [
+        ({"step_sizes": [0.5, -1.0]}, "step_sizes"),
+        ({"step_sizes": [0.5, 0.0]}, "step_sizes"),
+        ({"step_sizes": [0.5, 0.5]}, "step_sizes"),
+        ({"step_sizes": [0.5, float("inf")]}, "step_sizes"),
+        ({"step_sizes": [], "ternary": False}, "quantizer"),
+        ({"censor_threshold": 1.0}, "censor_threshold"),
+        ({"rd_lambda": float("inf")}, "rd_lambda"),
+        ({"rd_lambda": 0.0}, "rd_lambda"),
+        ({"downlink_rd_lambda": float("nan")}, "downlink_rd_lambda"),
+    ],
+)
+def test_codec_settings_the_codec_cannot_use_are_refused_with_the_run_config(
+    codec: dict[str, object], field: str
+) -> None:
+    assert field in _error({"codec": {"enabled": False, **codec}})
+
+
+def test_a_ternary_only_codec_is_a_valid_run_config() -> None:
+    config = RunConfig.model_validate({"codec": {"enabled": True, "step_sizes": []}})
+    assert config.codec.step_sizes == () and config.codec.ternary
+
+
+def test_the_run_configs_committed_with_benchmark_results_still_validate() -> None:
+    stored = json.loads((ROOT / "benchmarks" / "results" / "round.json").read_text())["config"]
+    assert RunConfig.model_validate(stored).codec.step_sizes == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+    assert load_run_config(ROOT / "platform" / "phalanx" / "demo.toml").codec.rd_lambda == 0.1
 
 
 def test_the_config_screens_r1_updates_at_the_detection_default() -> None:

@@ -1,16 +1,19 @@
-"""Codec settings, and the check that keeps honest replicas byte-identical."""
+"""The codec's settings, one model for run configs and the codec, and the replica check."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from .predictors import Predictor
 
+StepSize = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+"""A uniform quantizer step, in multiples of the layer residual's RMS: finite and positive."""
 
-@dataclass(frozen=True)
-class CodecConfig:
+
+class CodecConfig(BaseModel):
     """What the encoder may choose from, and how it trades rate for distortion.
 
     Encoder and decoder must use equal configs (the decoder refuses payloads
@@ -20,8 +23,20 @@ class CodecConfig:
     reads: a coordinator may code its broadcast at another ``rd_lambda`` than the workers'
     uplink.
 
+    One model for the run config and the codec alike: a run config's ``codec``
+    section is this model, and the coordinator and every worker hand it to the codec
+    as it is. A run config sets the fields up to ``error_feedback`` (its JSON keeps
+    exactly those keys); the others are the codec's own (:data:`CODEC_ONLY`), which
+    runs leave at their defaults and tests and benchmarks vary.
+
     Parameters
     ----------
+    enabled : bool
+        Whether a run compresses its traffic at all (read by
+        :func:`phalanx.channel.make_channel`; the codec itself ignores it).
+    downlink_rd_lambda : float or None
+        ``rd_lambda`` of the coordinator's broadcast
+        (:func:`phalanx.channel.broadcast_config`); ``None``: ``rd_lambda``.
     predictors : tuple of Predictor
         Predictors the rate-distortion search considers per layer. The zero
         predictor is always the fallback while the history is empty.
@@ -60,6 +75,9 @@ class CodecConfig:
         squared error per parameter divided by the update's mean square (so
         ``lambda`` does not depend on the gradient's scale), ``R`` bits per
         parameter, side information included. Larger means fewer bits.
+        Positive: at ``0`` rate would cost nothing, so candidates of equal
+        distortion would no longer be told apart by their bits (to send full
+        precision, turn the codec off).
     rd_distortion : {"update", "layer"}
         What ``D`` measures. ``"update"``: squared error over the whole
         update's energy, so bits go where the squared error is (reverse
@@ -109,63 +127,115 @@ class CodecConfig:
         every layer whole (slow, exact).
     """
 
-    predictors: tuple[Predictor, ...] = (
-        Predictor.ZERO,
-        Predictor.PREVIOUS,
-        Predictor.MEAN,
-        Predictor.MOMENTUM,
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={
+            "description": "Predictive-coding compression of uplink updates and downlink "
+            "broadcasts."
+        },
     )
-    step_sizes: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-    ternary: bool = True
-    unbiased: bool = False
-    rounding: Literal["independent", "correlated"] = "independent"
-    rd_lambda: float = 0.1
-    rd_distortion: Literal["update", "layer"] = "update"
-    censor_threshold: float = 0.05
-    low_rank: int = 0
-    low_rank_step: float = 0.25
-    error_feedback: bool = False
-    downlink_error_feedback: bool = True
-    history_length: int = 3
-    momentum: float = 0.9
-    fit_gain: bool = True
-    rd_sample_size: int = 16384
 
-    def __post_init__(self) -> None:
-        predictors = tuple(Predictor(p) for p in self.predictors)
-        if not predictors or len(set(predictors)) != len(predictors):
-            raise ValueError("predictors must name at least one predictor, each once")
-        object.__setattr__(self, "predictors", predictors)
-        steps = tuple(float(s) for s in self.step_sizes)
-        if any(not (math.isfinite(s) and s > 0.0) for s in steps):
-            raise ValueError(f"step_sizes must be finite and positive, got {steps}")
-        if len(set(steps)) != len(steps):
-            raise ValueError(f"step_sizes must be distinct, got {steps}")
-        object.__setattr__(self, "step_sizes", steps)
-        if not steps and not self.ternary:
+    enabled: bool = False
+    rd_lambda: float = Field(
+        default=0.1,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="Rate weight in J = D + lambda R of the workers' uplink updates (and of the "
+        "broadcast unless downlink_rd_lambda is set).",
+    )
+    downlink_rd_lambda: float | None = Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="Rate weight of the coordinator's broadcast of the global delta; None: the "
+        "same as rd_lambda. The broadcast is one payload for all workers and every worker "
+        "applies it, so it often deserves a smaller lambda (more bits) than the uplink. "
+        "Workers decode it without knowing lambda.",
+    )
+    step_sizes: tuple[StepSize, ...] = Field(
+        default=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+        description="Relative to scale; distinct. Empty disables the uniform quantizer "
+        "(then ternary must be on).",
+    )
+    ternary: bool = True
+    unbiased: bool = Field(
+        default=False,
+        description="Uplink only: round the workers' updates stochastically (seeded, so "
+        "replicas agree) so that each decoded update is an unbiased estimate and the errors "
+        "average out in the aggregate, instead of rounding every value within half a step of "
+        "the prediction to the prediction in every update alike. More bits at a given "
+        "rd_lambda. The broadcast keeps deterministic rounding.",
+    )
+    rounding: Literal["independent", "correlated"] = Field(
+        default="independent",
+        description="Where stochastic rounding (of the uplink, and of the broadcast's ternary "
+        "layers) draws its random numbers. "
+        "'independent': a stream per file. 'correlated': one stream per round and layer "
+        "that each file shifts by its index, so the draws of a coordinate spread evenly "
+        "over the round's files and their rounding errors partly cancel in the mean. "
+        "Replicas of a file agree either way; each payload costs the same.",
+    )
+    rd_distortion: Literal["update", "layer"] = Field(
+        default="update",
+        description="What D in J = D + lambda R measures, for the uplink and the broadcast. "
+        "'update': squared "
+        "error over the whole update's energy (bits go where the squared error is; suits SGD "
+        "on the server). 'layer': each layer's error over its own energy, weighted by its "
+        "share of parameters (suits Adam and AMSGrad, which move every coordinate by its own "
+        "scale, so a layer of small gradients matters as much as one of large gradients).",
+    )
+    censor_threshold: float = Field(default=0.05, ge=0.0, lt=1.0)
+    history_length: int = Field(default=3, ge=1, le=64)
+    low_rank: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="Uplink only: the rank at which a 2-D layer (a fully connected weight) "
+        "may be sent as two quantized factors, when that costs less in J; 0 disables it. The "
+        "truncation is biased: meant with error_feedback (r = 1), which carries the directions "
+        "left out into the next update.",
+    )
+    low_rank_step: float = Field(
+        default=0.25,
+        gt=0.0,
+        le=16.0,
+        description="Rounding step of the low-rank factors, in multiples of each factor's RMS.",
+    )
+    error_feedback: bool = Field(
+        default=False,
+        description="Carry quantization error (r = 1 runs only). With unbiased, only the "
+        "error of layers sent without stochastic rounding (low-rank, censored) is carried.",
+    )
+
+    # The codec's own settings: never in a run config's JSON (nor its schema); runs use
+    # the defaults (see phalanx.config.RunConfig).
+    predictors: SkipJsonSchema[tuple[Predictor, ...]] = Field(
+        default=(Predictor.ZERO, Predictor.PREVIOUS, Predictor.MEAN, Predictor.MOMENTUM),
+        min_length=1,
+        exclude=True,
+    )
+    downlink_error_feedback: SkipJsonSchema[bool] = Field(default=True, exclude=True)
+    momentum: SkipJsonSchema[float] = Field(default=0.9, ge=0.0, lt=1.0, exclude=True)
+    fit_gain: SkipJsonSchema[bool] = Field(default=True, exclude=True)
+    rd_sample_size: SkipJsonSchema[int] = Field(default=16384, ge=0, exclude=True)
+
+    @field_validator("predictors", "step_sizes")
+    @classmethod
+    def _distinct(cls, values: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"{info.field_name} must be distinct, got {values}")
+        return values
+
+    @model_validator(mode="after")
+    def _some_quantizer(self) -> CodecConfig:
+        if not self.step_sizes and not self.ternary:
             raise ValueError("enable at least one quantizer: give step_sizes or set ternary=True")
-        if not (math.isfinite(self.rd_lambda) and self.rd_lambda >= 0.0):
-            raise ValueError(f"rd_lambda must be finite and >= 0, got {self.rd_lambda}")
-        if self.rd_distortion not in ("update", "layer"):
-            raise ValueError(
-                f"rd_distortion must be 'update' or 'layer', got {self.rd_distortion!r}"
-            )
-        if self.rounding not in ("independent", "correlated"):
-            raise ValueError(
-                f"rounding must be 'independent' or 'correlated', got {self.rounding!r}"
-            )
-        if self.low_rank < 0:
-            raise ValueError(f"low_rank must be >= 0 (0 disables it), got {self.low_rank}")
-        if not (math.isfinite(self.low_rank_step) and self.low_rank_step > 0.0):
-            raise ValueError(f"low_rank_step must be finite and positive, got {self.low_rank_step}")
-        if not 0.0 <= self.censor_threshold < 1.0:
-            raise ValueError(f"censor_threshold must be in [0, 1), got {self.censor_threshold}")
-        if self.history_length < 1:
-            raise ValueError(f"history_length must be >= 1, got {self.history_length}")
-        if not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), got {self.momentum}")
-        if self.rd_sample_size < 0:
-            raise ValueError(f"rd_sample_size must be >= 0, got {self.rd_sample_size}")
+        return self
+
+
+CODEC_ONLY = frozenset(name for name, info in CodecConfig.model_fields.items() if info.exclude)
+"""The codec's own settings, which a run config neither sets nor stores (runs use the defaults)."""
 
 
 def check_codec_compatible(config: CodecConfig, replication: int) -> None:

@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from phalanx.channel import (
-    CodecChannel,
-    codec_config,
-    downlink_codec_config,
-    downlink_lambda,
-    make_channel,
-)
+from phalanx.channel import CodecChannel, broadcast_config, downlink_lambda, make_channel
 from phalanx.codec import CodecConfig, GlobalModel, encode_update, layer_layout
-from phalanx.config import CodecSettings, RunConfig
+from phalanx.config import RunConfig
 from phalanx.data import load_dataset
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_roster
@@ -31,22 +25,21 @@ SPLIT = {"enabled": True, "rd_lambda": 1.0, "downlink_rd_lambda": 0.01}
 
 
 def test_downlink_lambda_falls_back_to_rd_lambda_and_changes_nothing_else() -> None:
-    same = CodecSettings(enabled=True, rd_lambda=0.3)
+    same = CodecConfig(enabled=True, rd_lambda=0.3)
     assert downlink_lambda(same) == 0.3
-    assert downlink_codec_config(same) == codec_config(same)
-    split = CodecSettings(enabled=True, rd_lambda=1.0, downlink_rd_lambda=0.03)
+    assert broadcast_config(same) == same
+    split = CodecConfig(enabled=True, rd_lambda=1.0, downlink_rd_lambda=0.03)
     assert downlink_lambda(split) == 0.03
-    assert codec_config(split).rd_lambda == 1.0
-    down = downlink_codec_config(split)
+    down = broadcast_config(split)
     assert down.rd_lambda == 0.03
-    assert down == CodecConfig(**{**vars(codec_config(split)), "rd_lambda": 0.03})
+    assert down == CodecConfig(**{**vars(split), "rd_lambda": 0.03})
 
 
 def test_the_broadcast_keeps_the_uplink_s_measure_but_rounds_to_nearest_without_low_rank() -> None:
-    settings = CodecSettings(
+    up = CodecConfig(
         enabled=True, rd_distortion="layer", unbiased=True, rounding="correlated", low_rank=4
     )
-    up, down = codec_config(settings), downlink_codec_config(settings)
+    down = broadcast_config(up)
     assert (up.rd_distortion, up.rounding, up.unbiased, up.low_rank) == (
         "layer",
         "correlated",
@@ -60,19 +53,19 @@ def test_the_broadcast_keeps_the_uplink_s_measure_but_rounds_to_nearest_without_
         0,
     )
     with pytest.raises(ValueError, match="rd_distortion"):
-        CodecSettings(enabled=True, rd_distortion="adam")  # type: ignore[arg-type]
+        CodecConfig(enabled=True, rd_distortion="adam")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="rounding"):
-        CodecSettings(enabled=True, rounding="shared")  # type: ignore[arg-type]
+        CodecConfig(enabled=True, rounding="shared")  # type: ignore[arg-type]
 
 
 def test_the_coordinator_encodes_its_broadcast_with_the_workers_downlink_config() -> None:
-    settings = CodecSettings(
+    settings = CodecConfig(
         enabled=True, rd_lambda=20.0, downlink_rd_lambda=0.03, rd_distortion="layer", low_rank=8
     )
     channel = make_channel(settings, SPEC, _params(), run_seed=1)
     assert isinstance(channel, CodecChannel)
-    assert channel.downlink_config == downlink_codec_config(settings)
-    assert channel.config == codec_config(settings)
+    assert channel.downlink_config == broadcast_config(settings)
+    assert channel.config == settings
 
 
 def _params() -> torch.Tensor:
@@ -83,11 +76,7 @@ def _broadcast(downlink_rd_lambda: float | None) -> tuple[CodecChannel, list[byt
     """Three rounds of global steps through a channel whose uplink lambda is 1."""
     params = _params()
     channel = CodecChannel(
-        SPEC,
-        params,
-        CodecConfig(rd_lambda=1.0),
-        run_seed=5,
-        downlink_rd_lambda=downlink_rd_lambda,
+        SPEC, params, CodecConfig(rd_lambda=1.0, downlink_rd_lambda=downlink_rd_lambda), run_seed=5
     )
     intended = params.numpy().astype(np.float64)
     current = params
@@ -112,14 +101,15 @@ def test_a_smaller_downlink_lambda_gives_a_larger_more_accurate_broadcast() -> N
 
 
 def test_make_channel_codes_the_broadcast_at_downlink_rd_lambda() -> None:
-    settings = CodecSettings(enabled=True, rd_lambda=1.0, downlink_rd_lambda=0.01)
+    settings = CodecConfig(enabled=True, rd_lambda=1.0, downlink_rd_lambda=0.01)
     channel = make_channel(settings, SPEC, _params(), run_seed=5)
     assert isinstance(channel, CodecChannel)
-    assert channel.config == codec_config(settings)
-    assert channel.model.config == downlink_codec_config(settings)
-    unset = make_channel(CodecSettings(enabled=True, rd_lambda=1.0), SPEC, _params(), 5)
+    assert channel.config == settings
+    assert channel.model.config == broadcast_config(settings)
+    assert channel.model.config.rd_lambda == 0.01
+    unset = make_channel(CodecConfig(enabled=True, rd_lambda=1.0), SPEC, _params(), 5)
     assert isinstance(unset, CodecChannel)
-    assert unset.model.config == unset.config == codec_config(CodecSettings(rd_lambda=1.0))
+    assert unset.model.config == unset.config == CodecConfig(enabled=True, rd_lambda=1.0)
 
 
 @pytest.mark.parametrize("receiver_lambda", [1.0, 0.01, 123.0])
@@ -128,7 +118,7 @@ def test_a_broadcast_decodes_whatever_lambda_the_receiver_was_built_with(
 ) -> None:
     channel, _, _ = _broadcast(0.01)
     # A fresh channel replays the broadcasts; the receiver's lambda plays no part.
-    replay = CodecChannel(SPEC, _params(), CodecConfig(rd_lambda=1.0), 5, downlink_rd_lambda=0.01)
+    replay = CodecChannel(SPEC, _params(), CodecConfig(rd_lambda=1.0, downlink_rd_lambda=0.01), 5)
     receiver = GlobalModel(SPEC, _params().numpy(), config=CodecConfig(rd_lambda=receiver_lambda))
     current = _params()
     for round_, step in enumerate(correlated_rounds(LAYOUT, 11, 3), start=1):
@@ -139,7 +129,7 @@ def test_a_broadcast_decodes_whatever_lambda_the_receiver_was_built_with(
 
 
 def test_replica_follows_the_channel_and_encodes_its_uplink_at_rd_lambda() -> None:
-    settings = CodecSettings(enabled=True, rd_lambda=1.0, downlink_rd_lambda=0.01)
+    settings = CodecConfig(enabled=True, rd_lambda=1.0, downlink_rd_lambda=0.01)
     channel = make_channel(settings, SPEC, _params(), run_seed=5)
     assert isinstance(channel, CodecChannel)
     replica = ModelReplica(settings, SPEC, run_seed=5)
@@ -196,14 +186,14 @@ def _run_and_check_in_step(config: RunConfig) -> _Sink:
     sink = _Sink()
     coordinator = build_coordinator(config, RUN_ID, t, sink)
     assert isinstance(coordinator.channel, CodecChannel)
-    assert coordinator.channel.downlink_config == downlink_codec_config(config.codec)
+    assert coordinator.channel.downlink_config == broadcast_config(config.codec)
     coordinator.run()
     for report in sink.reports:  # exact digests: honest replicas agreed byte for byte
         assert not report.flagged and not report.rejected
     final = coordinator.channel.downlink()  # the last broadcast, not yet sent
     assert final.kind == "delta"
     for worker in t.workers.values():
-        assert worker.replica.config == codec_config(config.codec)
+        assert worker.replica.config == config.codec
         assert worker.replica.model is not None
         assert worker.replica.model.digest() == final.base
         assert torch.equal(worker.replica.apply(final), coordinator.params)
@@ -230,19 +220,18 @@ def test_coordinator_and_workers_end_with_identical_models_under_split_lambdas()
 
 def test_unbiased_uplink_keeps_replicas_byte_identical_and_models_in_step() -> None:
     config = _honest({**SPLIT, "rd_lambda": 3.0, "unbiased": True})
-    assert codec_config(config.codec).unbiased
-    assert not downlink_codec_config(config.codec).unbiased  # the broadcast rounds to nearest
+    assert config.codec.unbiased
+    assert not broadcast_config(config.codec).unbiased  # the broadcast rounds to nearest
     _run_and_check_in_step(config)
 
 
 def test_low_rank_steers_the_uplink_and_the_broadcast_never_uses_it() -> None:
-    settings = CodecSettings(enabled=True, low_rank=8, low_rank_step=0.5)
-    up = codec_config(settings)
+    up = CodecConfig(enabled=True, low_rank=8, low_rank_step=0.5)
     assert (up.low_rank, up.low_rank_step) == (8, 0.5)
-    assert downlink_codec_config(settings).low_rank == 0
+    assert broadcast_config(up).low_rank == 0
     for bad in ({"low_rank": -1}, {"low_rank_step": 0.0}):
         with pytest.raises(ValueError, match="low_rank"):
-            CodecSettings(enabled=True, **bad)  # type: ignore[arg-type]
+            CodecConfig(enabled=True, **bad)  # type: ignore[arg-type]
 
 
 class FakeEncoderSpy:
