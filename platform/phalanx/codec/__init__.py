@@ -25,23 +25,16 @@ the aggregate). Malformed payloads raise
 """
 
 from .bitstream import MAGIC, VERSION
-from .codec import (
-    BROADCAST_FILE,
-    CodecStats,
-    EncodedUpdate,
-    LayerStats,
-    SeedContext,
-    decode_update,
-    decode_update_flat,
-    encode_update,
-)
 from .config import CodecConfig, check_codec_compatible
+from .decoder import decode_update, decode_update_flat
 from .downlink import GlobalModel
+from .encoder import BROADCAST_FILE, EncodedUpdate, SeedContext, encode_update
 from .errors import CodecError
 from .feedback import ErrorFeedback
 from .layers import LayerLayout, LayerSpec, flatten_update, layer_layout, split_flat
 from .predictors import DeltaHistory, Predictor
 from .quantizers import Quantizer
+from .stats import CodecStats, LayerStats
 
 __all__ = [
     "BROADCAST_FILE",

@@ -56,6 +56,8 @@ from .quantizers import MAX_SYMBOL, Quantizer
 MAGIC = b"PHXC"
 VERSION = 3
 """The version this module writes and reads."""
+HISTORY_FINGERPRINT_BYTES = 8
+"""Bytes of the delta history's fingerprint that a header carries."""
 MAX_FREQUENCY = (1 << 32) - 1
 MAX_VARINT_BYTES = 5
 _FEW = 64

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .codec import BROADCAST_FILE, EncodedUpdate, decode_update_flat, encode_update
 from .config import CodecConfig
+from .decoder import decode_update_flat
+from .encoder import BROADCAST_FILE, EncodedUpdate, encode_update
 from .layers import FloatArray, LayerLayout, LayerSpec, flatten_update, layer_layout, split_flat
 from .predictors import DeltaHistory
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .codec import EncodedUpdate, SeedContext, encode_update
 from .config import CodecConfig
+from .encoder import EncodedUpdate, SeedContext, encode_update
 from .layers import FloatArray, LayerLayout, LayerSpec, flatten_update, layer_layout
 from .predictors import DeltaHistory
 from .quantizers import Quantizer
@@ -76,7 +76,7 @@ class ErrorFeedback:
     ) -> EncodedUpdate:
         """Encode ``update + memory`` and keep the new quantization error.
 
-        Parameters are those of :func:`~phalanx.codec.codec.encode_update`.
+        Parameters are those of :func:`~phalanx.codec.encoder.encode_update`.
         With ``config.unbiased`` the layers rounded stochastically keep no
         error (see the module docstring).
 

@@ -276,3 +276,14 @@ class DeltaHistory:
         }
         self._rounds = int(state["rounds"])
         self._fingerprint = fingerprint
+
+
+def check_history(history: DeltaHistory, layout: LayerLayout, config: HistorySettings) -> None:
+    """Refuse a history built for another model, or sized otherwise than ``config``."""
+    if history.layout.fingerprint != layout.fingerprint:
+        raise ValueError("history was built for a different model than layers_spec")
+    if history.depth != config.history_length or history.momentum != config.momentum:
+        raise ValueError(
+            "history settings differ from the config: build it with "
+            "DeltaHistory.from_config(layers_spec, config)"
+        )

@@ -37,7 +37,7 @@ from phalanx.codec import (
     layer_layout,
 )
 from phalanx.codec.bitstream import FactorTable, LayerRecord, read_bitstream
-from phalanx.codec.codec import DECODE_WORKSPACE
+from phalanx.codec.decoder import DECODE_WORKSPACE
 from phalanx.codec.escape import plan_escape
 from phalanx.codec.lowrank import max_rank
 from phalanx.codec.quantizers import MAX_SYMBOL
