@@ -5,20 +5,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from phalanx.codec import VERSION, CodecError, Predictor, Quantizer, bitstream
+from phalanx.codec import VERSION, CodecError, Predictor, Quantizer, varints
 from phalanx.codec.bitstream import (
     MAGIC,
     Header,
     LayerRecord,
-    Reader,
-    encode_varint,
-    encode_varints,
     read_bitstream,
     read_layer_table,
-    unzigzag,
     write_bitstream,
-    zigzag,
 )
+from phalanx.codec.varints import Reader, encode_varint, encode_varints, unzigzag, zigzag
 
 
 @settings(deadline=None)
@@ -47,18 +43,18 @@ def test_zigzag_round_trips_and_keeps_small_magnitudes_small(value):
 @settings(deadline=None)
 @given(
     st.lists(st.integers(min_value=0, max_value=(1 << 35) - 1), min_size=1, max_size=60),
-    st.sampled_from([bitstream._SCAN, 1, 3, 16]),
+    st.sampled_from([varints._SCAN, 1, 3, 16]),
 )
 def test_skipping_varints_ends_where_reading_them_does(values, scan):
     encoded = encode_varints(np.array(values, dtype=np.int64)) + b"\x80\x01"
     read, skipped = Reader(encoded), Reader(encoded)
     read.varints(len(values), "x")
-    original = bitstream._SCAN
-    bitstream._SCAN = scan  # windows smaller than a varint, and than the run
+    original = varints._SCAN
+    varints._SCAN = scan  # windows smaller than a varint, and than the run
     try:
         skipped.skip_varints(len(values), "x")
     finally:
-        bitstream._SCAN = original
+        varints._SCAN = original
     assert skipped.pos == read.pos
 
 

@@ -13,9 +13,9 @@ from phalanx.codec import (
     decode_update_flat,
     encode_update,
 )
-from phalanx.codec.bitstream import encode_varint
 from phalanx.codec.layers import layer_layout
 from phalanx.codec.ratedistortion import residual
+from phalanx.codec.varints import encode_varint
 from tests.unit.codec.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
 
 SEEDS = (11, 3, 5)

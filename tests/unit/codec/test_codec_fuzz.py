@@ -216,7 +216,7 @@ def test_a_stream_with_a_wrong_history_is_refused_even_if_otherwise_valid():
 
 def _forged(alphabet: int, words: int) -> bytes:
     """A header-valid stream whose large layer declares a huge alphabet and word count."""
-    from phalanx.codec.bitstream import encode_varint
+    from phalanx.codec.varints import encode_varint
 
     body = bytearray(MAGIC + bytes([VERSION, 0]) + LAYOUT.fingerprint + HISTORY.fingerprint[:8])
     body += encode_varint(len(LAYOUT))
