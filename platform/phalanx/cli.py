@@ -145,8 +145,8 @@ def _print_summary(summary: RunSummary, output: Format) -> None:
         "final accuracy": f"{summary.final_accuracy:.4f}",
         "flagged clients": str(len(summary.flagged)),
         "adversaries (ground truth)": str(len(summary.adversaries)),
-        "precision": f"{summary.precision:.2f}",
-        "recall": f"{summary.recall:.2f}",
+        "precision": _ratio(summary.precision),
+        "recall": _ratio(summary.recall),
         "bytes up": f"{summary.bytes_up:,}",
         "bytes down": f"{summary.bytes_down:,}",
         "model digest": summary.model_digest[:16],
@@ -154,6 +154,11 @@ def _print_summary(summary: RunSummary, output: Format) -> None:
     for key, value in rows.items():
         table.add_row(key, value)
     Console().print(table)
+
+
+def _ratio(value: float | None) -> str:
+    """Format a precision or recall; "n/a" without ground truth (a deployed run)."""
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _load_config(path: Path) -> RunConfig:

@@ -35,7 +35,7 @@ from phalanx.config import RunConfig
 from phalanx.flower.deployment.control import FlowerControl, FlowerRun
 from phalanx.flower.deployment.flower_app import APP_NAME, DeployedRunRequest, write_flower_app
 from phalanx.flower.deployment.processes import ManagedProcess
-from phalanx.flower.deployment.summary import finish_deployed
+from phalanx.runs.recorder import finish
 from phalanx.store import LeaseLostError, RunStatus, runs
 
 __all__ = ["DeployedRun", "create_deployed_run", "run_on_superlink"]
@@ -145,7 +145,7 @@ def run_on_superlink(
             overrides.write_text(request.to_toml(), encoding="utf-8")
             flower_run_id = control.start_run(app, overrides)
     except Exception as exc:
-        finish_deployed(
+        finish(
             sessions, run_id, RunStatus.FAILED, claimer=claimer, error=f"SuperLink refused: {exc}"
         )
         raise
@@ -257,7 +257,7 @@ def _conclude(
                 f"the run{': ' + flower.details if flower.details else ''}; see {log}"
             )
         )
-        summary = finish_deployed(sessions, run_id, status, claimer=claimer, error=error)
+        summary = finish(sessions, run_id, status, claimer=claimer, error=error).to_dict()
     return DeployedRun(
         run_id=run_id,
         flower_run_id=flower.run_id,

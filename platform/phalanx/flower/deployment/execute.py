@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -23,10 +22,10 @@ from phalanx.coordinator import Transport
 from phalanx.faults import failure_cause
 from phalanx.flower.deployment.binding import NodeBindingTransport
 from phalanx.flower.deployment.roster import Enrolled, Roster, enrolled_clients, wait_for_roster
-from phalanx.flower.deployment.summary import finish_deployed
 from phalanx.reports import RoundReport
 from phalanx.runs.execute import build_coordinator
-from phalanx.runs.recorder import StoreRecorder, load_checkpoint, stored_config
+from phalanx.runs.recorder import StoreRecorder, finish, load_checkpoint, stored_config
+from phalanx.runs.summary import RunSummary
 from phalanx.store import LeaseLostError, RunStatus, clients
 
 __all__ = ["TransportFactory", "execute_deployed_run"]
@@ -45,7 +44,7 @@ def execute_deployed_run(
     transport: TransportFactory,
     nodes_timeout: float = 600.0,
     on_round: Callable[[RoundReport], None] | None = None,
-) -> dict[str, Any]:
+) -> RunSummary:
     """Run (or resume) a claimed deployed run to its end; return its summary.
 
     Parameters
@@ -69,8 +68,8 @@ def execute_deployed_run(
 
     Returns
     -------
-    dict
-        The stored summary (:func:`~phalanx.flower.deployment.summary.deployment_summary`).
+    RunSummary
+        The stored summary.
 
     Notes
     -----
@@ -102,7 +101,7 @@ def execute_deployed_run(
     except LeaseLostError:
         raise
     except Exception as exc:
-        finish_deployed(
+        finish(
             sessions,
             run_id,
             RunStatus.FAILED,
@@ -112,7 +111,7 @@ def execute_deployed_run(
         raise
     last = reports[-1].round if reports else done
     status = RunStatus.SUCCEEDED if last >= config.rounds else RunStatus.CANCELLED
-    return finish_deployed(sessions, run_id, status, claimer=claimer)
+    return finish(sessions, run_id, status, claimer=claimer)
 
 
 def _enrolled(sessions: sessionmaker[Session]) -> list[Enrolled]:
