@@ -16,9 +16,11 @@ import httpx
 import uvicorn
 
 from phalanx.config import RunConfig
+from phalanx.flower.simulation import SimulationEngine
 from phalanx.reports import RoundReport
+from phalanx.roster import SimulatedRoster
+from phalanx.runs.executor import execute
 from phalanx.runs.recorder import claimer_name, register_simulated_clients
-from phalanx.runs.service import run_recorded
 from phalanx.runs.summary import RunSummary
 from phalanx.store import Role, keys, make_engine, migrate, runs, session_factory
 from phalanx_api.main import create_app
@@ -120,10 +122,11 @@ def serve_demo(
             claimed = runs.start_run(session, run_id, claimer)
             assert claimed.id == run_id
         register_simulated_clients(sessions, run_id, config)
-        summary = run_recorded(
+        summary = execute(
             sessions,
             run_id,
-            config,
+            transport=SimulationEngine(),
+            roster=SimulatedRoster(run_id),
             claimer=claimer,
             checkpoint_dir=settings.checkpoint_dir,
             on_round=on_round,

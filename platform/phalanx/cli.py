@@ -72,8 +72,10 @@ def _sessions() -> sessionmaker[Session]:
 def _execute(
     config: RunConfig, *, resume: str | None, output: Format, ray_address: str | None
 ) -> RunSummary:
+    from phalanx.flower.simulation import SimulationEngine
+    from phalanx.roster import SimulatedRoster
+    from phalanx.runs.executor import execute
     from phalanx.runs.recorder import claimer_name, create_simulated_run, take_over
-    from phalanx.runs.service import run_recorded
 
     sessions = _sessions()
     claimer = claimer_name()
@@ -85,14 +87,14 @@ def _execute(
     console.print(f"run [bold]{run_id}[/bold]: {config.name}, {config.rounds} rounds")
     try:
         with _progress(config, output) as (_, on_round):
-            return run_recorded(
+            return execute(
                 sessions,
                 run_id,
-                config,
+                transport=SimulationEngine(ray_address=ray_address),
+                roster=SimulatedRoster(run_id),
                 claimer=claimer,
                 checkpoint_dir=get_settings().checkpoint_dir,
                 on_round=on_round,
-                ray_address=ray_address,
             )
     except RunFailedError as exc:
         console.print(
@@ -292,8 +294,10 @@ def coordinator(
     from phalanx.flower.deployment.backend import run_on_superlink
     from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
     from phalanx.flower.deployment.service import DeploymentService
+    from phalanx.flower.simulation import SimulationEngine
+    from phalanx.roster import SimulatedRoster
+    from phalanx.runs.executor import execute
     from phalanx.runs.recorder import claimer_name, register_simulated_clients
-    from phalanx.runs.service import run_recorded
     from phalanx.store import RunStatus, runs
     from phalanx.store.retry import RetryPolicy, retry_transient
 
@@ -366,8 +370,6 @@ def coordinator(
                     claimer=claimer,
                     run_id=run_id,
                     log_dir=settings.data_dir / "flower-runs",
-                    nodes_timeout=config.deployment.nodes_timeout_s,
-                    round_timeout=config.deployment.round_timeout_s,
                 )
             except Exception as exc:  # one bad run must not stop the service
                 console.print(f"run {run_id} failed: {type(exc).__name__}: {exc}")
@@ -384,10 +386,11 @@ def coordinator(
         try:
             register_simulated_clients(sessions, run_id, config)
             console.print(f"run [bold]{run_id}[/bold] ({config.name}) claimed")
-            summary = run_recorded(
+            summary = execute(
                 sessions,
                 run_id,
-                config,
+                transport=SimulationEngine(),
+                roster=SimulatedRoster(run_id),
                 claimer=claimer,
                 checkpoint_dir=settings.checkpoint_dir,
             )

@@ -13,7 +13,7 @@ from phalanx.flower.deployment.processes import free_port
 from phalanx.flower.deployment.service import DeploymentService
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.store import RunStatus, runs
-from tests.deployment.test_binding import deployment_config
+from tests.deployment.conftest import deployment_config
 
 pytestmark = pytest.mark.slow
 

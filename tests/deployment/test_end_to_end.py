@@ -52,7 +52,7 @@ from phalanx.identity import (
 from phalanx.runs.summary import DETECTION_KINDS
 from phalanx.store import Role, RunStatus, clients, keys, rounds, runs
 from phalanx.store.models import DetectionEvent
-from tests.deployment.test_binding import deployment_config
+from tests.deployment.conftest import deployment_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

@@ -7,8 +7,10 @@ run to its end:
 1. The Phalanx run is claimed (created first when no run id is given).
 2. ``flwr run`` submits the app; its run config names the Phalanx run and the
    lease. The SuperLink starts the ServerApp
-   (:mod:`phalanx.flower.deployment.server_app`), which records every round through
-   ``PHALANX_DATABASE_URL`` and finishes the run.
+   (:mod:`phalanx.flower.server_app`), which records every round through
+   ``PHALANX_DATABASE_URL`` and finishes the run; the run config's
+   ``deployment.nodes_timeout_s`` and ``deployment.round_timeout_s`` bound its
+   wait for clients and for each round.
 3. Meanwhile this process streams the run's log (``flwr log --stream``) to a
    file and heartbeats the lease. An operator's cancel reaches the ServerApp
    between rounds; if the ServerApp has not ended the run ``cancel_grace``
@@ -91,8 +93,6 @@ def run_on_superlink(
     claimer: str,
     run_id: str | None = None,
     log_dir: Path,
-    nodes_timeout: float = 600.0,
-    round_timeout: float = 600.0,
     heartbeat: float = 5.0,
     cancel_grace: float = 60.0,
     on_status: Callable[[FlowerRun], None] | None = None,
@@ -114,8 +114,6 @@ def run_on_superlink(
         A run claimed already (``phalanx coordinator``); a new one otherwise.
     log_dir : Path
         The Flower run's log goes to ``log_dir / f"{run_id}.log"``.
-    nodes_timeout, round_timeout : float
-        Passed to the ServerApp: seconds to wait for clients, and for one round.
     heartbeat : float
         Seconds between heartbeats of the lease.
     cancel_grace : float
@@ -134,9 +132,7 @@ def run_on_superlink(
     """
     if run_id is None:
         run_id = create_deployed_run(sessions, config, claimer)
-    request = DeployedRunRequest(
-        run_id=run_id, claimer=claimer, nodes_timeout=nodes_timeout, round_timeout=round_timeout
-    )
+    request = DeployedRunRequest(run_id=run_id, claimer=claimer)
     log_path = log_dir / f"{run_id}.log"
     try:
         with tempfile.TemporaryDirectory(prefix="phalanx-fab-") as folder:

@@ -173,15 +173,12 @@ def coordinator(
     root_certificates: RootCertificates,
     poll: Annotated[float, typer.Option(help="Seconds between looks for queued runs.")] = 5.0,
     once: Annotated[bool, typer.Option(help="Exit when no run is queued.")] = False,
-    nodes_timeout: Annotated[float, typer.Option(help="Seconds to wait for clients.")] = 600.0,
-    round_timeout: Annotated[float, typer.Option(help="Seconds to wait for a round.")] = 600.0,
     alive_file: Annotated[
         Path | None, typer.Option(help="Touched on every poll, for health checks.")
     ] = None,
 ) -> None:
     """Admit approved clients and execute every queued run on the SuperLink, one at a time."""
     service = _service(superlink, root_certificates)
-    service.nodes_timeout, service.round_timeout = nodes_timeout, round_timeout
     service.alive_file = alive_file
     typer.echo(f"coordinator {service.claimer} on SuperLink {superlink}", err=True)
     service.serve(poll=poll, once=once)

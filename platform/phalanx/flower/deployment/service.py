@@ -49,8 +49,6 @@ class DeploymentService:
         This coordinator's lease name.
     log_dir : Path
         Each Flower run's log goes here.
-    nodes_timeout, round_timeout : float
-        Seconds the ServerApp waits for clients, and for one round.
     alive_file : Path, optional
         Touched on every poll.
     report : callable
@@ -61,8 +59,6 @@ class DeploymentService:
     control: FlowerControl
     claimer: str
     log_dir: Path
-    nodes_timeout: float = 600.0
-    round_timeout: float = 600.0
     alive_file: Path | None = None
     report: Report = print
     refused: set[str] = field(default_factory=set)
@@ -111,8 +107,6 @@ class DeploymentService:
             claimer=self.claimer,
             run_id=run_id,
             log_dir=self.log_dir,
-            nodes_timeout=self.nodes_timeout,
-            round_timeout=self.round_timeout,
             on_heartbeat=self._alive,
         )
         self.report(
