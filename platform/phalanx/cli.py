@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 from pydantic import ValidationError
@@ -283,129 +283,56 @@ def coordinator(
         Path | None,
         typer.Option(envvar="PHALANX_ROOT_CERTIFICATES", help="CA certificate of the SuperLink."),
     ] = None,
+    alive_file: Annotated[
+        Path | None, typer.Option(help="Touched on every poll and during runs, for health checks.")
+    ] = None,
 ) -> None:
     """Claim queued runs (and runs whose coordinator died) and execute them, one at a time.
 
-    With ``--superlink``, approved clients' keys are admitted to that SuperLink and
+    Runs whose ``deployment.backend`` is ``simulation`` are simulated here. With
+    ``--superlink``, approved clients' keys are admitted to that SuperLink and
     runs whose ``deployment.backend`` is ``deployment`` execute on it.
     """
-    from phalanx.attack_plugins import AttackPluginError
-    from phalanx.attacks import check_attack
-    from phalanx.flower.deployment.backend import run_on_superlink
+    from phalanx.flower.deployment.backend import DeploymentBackend
     from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
-    from phalanx.flower.deployment.service import DeploymentService
     from phalanx.flower.simulation import SimulationEngine
-    from phalanx.roster import SimulatedRoster
-    from phalanx.runs.executor import execute
-    from phalanx.runs.recorder import claimer_name, register_simulated_clients
-    from phalanx.store import RunStatus, runs
-    from phalanx.store.retry import RetryPolicy, retry_transient
+    from phalanx.runs.dispatcher import Backend, Dispatcher
+    from phalanx.runs.recorder import claimer_name
+    from phalanx.runs.simulation_backend import SimulationBackend
 
+    if superlink is not None and root_certificates is None:
+        raise typer.BadParameter("--superlink needs --root-certificates (the SuperLink's CA)")
     settings = get_settings()
     sessions = _sessions()
     claimer = claimer_name()
-    flwr_home = settings.data_dir / "flwr-home"
-    deployment = None
-    if superlink is not None and root_certificates is None:
-        raise typer.BadParameter("--superlink needs --root-certificates (the SuperLink's CA)")
+
+    def report(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    backends: dict[str, Backend] = {
+        "simulation": SimulationBackend(
+            sessions, SimulationEngine(), settings.checkpoint_dir, settings.datasets_dir
+        )
+    }
+    unavailable = {}
     if superlink is not None and root_certificates is not None:
-        deployment = DeploymentService(
-            sessions,
-            FlowerControl(SuperLinkConnection(superlink, root_certificates), flwr_home),
-            claimer,
-            settings.data_dir / "flower-runs",
-            report=console.print,
+        control = FlowerControl(
+            SuperLinkConnection(superlink, root_certificates), settings.data_dir / "flwr-home"
         )
-    console.print(f"coordinator {claimer} waiting for runs")
-    while True:
-        if deployment is not None:
-            deployment.admit()
-        job = retry_transient(
-            lambda: _claim_next(sessions, claimer),
-            what="claiming the next queued run",
-            policy=RetryPolicy(),
+        backends["deployment"] = DeploymentBackend(
+            sessions, control, settings.data_dir / "flower-runs", report=report
         )
-        if job is None:
-            if once:
-                return
-            time.sleep(poll)
-            continue
-        run_id, stored = job
-        try:
-            config = RunConfig.model_validate(stored)
-            check_attack(config.attack)
-        except (ValidationError, AttackPluginError) as exc:
-            where = f"attack.{exc.field}: " if isinstance(exc, AttackPluginError) else ""
-            with sessions.begin() as session:
-                runs.finish_run(
-                    session,
-                    run_id,
-                    RunStatus.FAILED,
-                    claimer=claimer,
-                    error=f"invalid config: {where}{exc}",
-                )
-            console.print(f"run {run_id} refused: invalid config")
-            continue
-        if config.deployment.backend == "deployment":
-            if deployment is None:
-                with sessions.begin() as session:
-                    runs.finish_run(
-                        session,
-                        run_id,
-                        RunStatus.FAILED,
-                        claimer=claimer,
-                        error="deployment runs need `phalanx coordinator --superlink HOST:PORT "
-                        "--root-certificates CA`",
-                    )
-                continue
-            control = deployment.control
-            if config.deployment.superlink and root_certificates is not None:
-                connection = SuperLinkConnection(config.deployment.superlink, root_certificates)
-                control = FlowerControl(connection, flwr_home)
-            try:
-                run_on_superlink(
-                    config,
-                    control,
-                    sessions=sessions,
-                    claimer=claimer,
-                    run_id=run_id,
-                    log_dir=settings.data_dir / "flower-runs",
-                )
-            except Exception as exc:  # one bad run must not stop the service
-                console.print(f"run {run_id} failed: {type(exc).__name__}: {exc}")
-            continue
-        try:
-            _checked_data(config, settings.datasets_dir)
-        except RefusedError as exc:  # bad data fails this run, before anything starts
-            with sessions.begin() as session:
-                runs.finish_run(
-                    session, run_id, RunStatus.FAILED, claimer=claimer, error=f"data refused: {exc}"
-                )
-            console.print(f"run {run_id} refused: {escape(str(exc))}")
-            continue
-        try:
-            register_simulated_clients(sessions, run_id, config)
-            console.print(f"run [bold]{run_id}[/bold] ({config.name}) claimed")
-            summary = execute(
-                sessions,
-                run_id,
-                transport=SimulationEngine(),
-                roster=SimulatedRoster(run_id),
-                claimer=claimer,
-                checkpoint_dir=settings.checkpoint_dir,
-            )
-            console.print(f"run {run_id} finished: accuracy {summary.final_accuracy:.4f}")
-        except Exception as exc:  # one bad run must not stop the service
-            console.print(f"run {run_id} failed: {type(exc).__name__}: {exc}")
-
-
-def _claim_next(sessions: sessionmaker[Session], claimer: str) -> tuple[str, Any] | None:
-    """Claim the next queued (or abandoned) run; return its id and stored config, if any."""
-    from phalanx.store import runs
-
-    with sessions.begin() as session:
-        claimed = runs.claim_next_run(session, claimer)
-        return (claimed.id, claimed.config) if claimed else None
+    else:
+        unavailable["deployment"] = (
+            "deployment runs need `phalanx coordinator --superlink HOST:PORT "
+            "--root-certificates CA`"
+        )
+    dispatcher = Dispatcher(
+        sessions, claimer, backends, unavailable, report=report, alive_file=alive_file
+    )
+    where = f" (SuperLink {superlink})" if superlink else ""
+    console.print(f"coordinator {claimer} waiting for runs{where}")
+    dispatcher.serve(poll=poll, once=once)
 
 
 @db_app.command("upgrade")

@@ -9,14 +9,138 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
 from phalanx.cli import app as cli_app
-from phalanx.store import Run, make_engine, migrate, runs, session_factory
+from phalanx.config import RunConfig
+from phalanx.runs.dispatcher import Dispatcher, RunRefusedError
+from phalanx.store import Run, RunStatus, make_engine, migrate, runs, session_factory
 from tests.configs import small_config
 from tests.plugin_files import TOUCH_ON_IMPORT, PluginFiles
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakeBackend:
+    """A dispatcher backend that records what it was asked and finishes runs as told."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        refuse: str | None = None,
+        crash: bool = False,
+    ) -> None:
+        self.sessions = sessions
+        self.refuse = refuse
+        self.crash = crash
+        self.polls = 0
+        self.executed: list[str] = []
+
+    def poll(self) -> None:
+        self.polls += 1
+
+    def check(self, config: RunConfig) -> None:
+        if self.refuse:
+            raise RunRefusedError(f"data refused: {self.refuse}", self.refuse)
+
+    def execute(
+        self, run_id: str, config: RunConfig, *, claimer: str, alive: Callable[[], None]
+    ) -> str:
+        self.executed.append(run_id)
+        alive()
+        if self.crash:
+            raise RuntimeError("the backend broke")
+        with self.sessions.begin() as session:
+            runs.finish_run(session, run_id, RunStatus.SUCCEEDED, claimer=claimer)
+        return f"run {run_id} done"
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> sessionmaker[Session]:
+    url = f"sqlite:///{tmp_path / 'phalanx.db'}"
+    migrate.upgrade(url)
+    return session_factory(make_engine(url))
+
+
+def _queue(sessions: sessionmaker[Session], config: object) -> str:
+    stored = config.model_dump(mode="json") if isinstance(config, RunConfig) else config
+    with sessions.begin() as session:
+        return runs.create_run(session, name="queued", config=stored, seed=0).id  # type: ignore[arg-type]
+
+
+def _ended(sessions: sessionmaker[Session], run_id: str) -> tuple[RunStatus, str | None]:
+    with sessions() as session:
+        run = runs.get_run(session, run_id)
+        return run.status, run.error
+
+
+def test_a_stored_config_that_no_longer_validates_is_refused_without_reaching_a_backend(
+    sessions: sessionmaker[Session],
+) -> None:
+    bad = _queue(sessions, {"rounds": 0})
+    lines: list[str] = []
+    backend = FakeBackend(sessions)
+    dispatcher = Dispatcher(sessions, "me", {"simulation": backend}, report=lines.append)
+    assert dispatcher.turn()
+    status, error = _ended(sessions, bad)
+    assert status == RunStatus.FAILED and error is not None and error.startswith("invalid config")
+    assert lines == [f"run {bad} refused: invalid config"]
+    assert backend.executed == [] and not dispatcher.turn()
+
+
+def test_a_run_of_a_backend_this_coordinator_lacks_fails_saying_how_to_serve_it(
+    sessions: sessionmaker[Session],
+) -> None:
+    config = small_config(attack={"name": None, "q": 0}, deployment={"backend": "deployment"})
+    run_id = _queue(sessions, config)
+    why = "deployment runs need `phalanx coordinator --superlink HOST:PORT`"
+    dispatcher = Dispatcher(
+        sessions, "me", {"simulation": FakeBackend(sessions)}, {"deployment": why}, report=print
+    )
+    dispatcher.turn()
+    assert _ended(sessions, run_id) == (RunStatus.FAILED, why)
+
+
+def test_a_run_its_backend_refuses_fails_with_the_backends_reason_and_never_starts(
+    sessions: sessionmaker[Session],
+) -> None:
+    run_id = _queue(sessions, small_config())
+    lines: list[str] = []
+    backend = FakeBackend(sessions, refuse="labels run 1..10 with no 0")
+    Dispatcher(sessions, "me", {"simulation": backend}, report=lines.append).turn()
+    assert _ended(sessions, run_id) == (
+        RunStatus.FAILED,
+        "data refused: labels run 1..10 with no 0",
+    )
+    assert lines == [f"run {run_id} refused: labels run 1..10 with no 0"]
+    assert backend.executed == []
+
+
+def test_a_backend_that_breaks_does_not_stop_the_loop(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    first, second = _queue(sessions, small_config()), _queue(sessions, small_config())
+    lines: list[str] = []
+    backend = FakeBackend(sessions, crash=True)
+    alive = tmp_path / "alive"
+    dispatcher = Dispatcher(
+        sessions, "me", {"simulation": backend}, report=lines.append, alive_file=alive
+    )
+    dispatcher.serve(poll=0, once=True)
+    assert backend.executed == [first, second] and backend.polls == 3
+    assert f"run {first} failed: RuntimeError: the backend broke" in lines
+    assert alive.exists()
+
+
+def test_every_turn_polls_every_backend_even_with_nothing_queued(
+    sessions: sessionmaker[Session],
+) -> None:
+    simulation, deployment = FakeBackend(sessions), FakeBackend(sessions)
+    backends = {"simulation": simulation, "deployment": deployment}
+    assert not Dispatcher(sessions, "me", backends, report=print).turn()
+    assert (simulation.polls, deployment.polls) == (1, 1)
 
 
 @pytest.mark.slow

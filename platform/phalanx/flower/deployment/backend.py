@@ -1,4 +1,10 @@
-"""The deployment backend: a Phalanx run executed on a Flower SuperLink.
+"""The deployment backend: Phalanx runs executed on a Flower SuperLink.
+
+:class:`DeploymentBackend` is the dispatcher's backend for runs whose
+``deployment.backend`` is ``deployment`` (:mod:`phalanx.runs.dispatcher`): on
+every turn of the loop it brings the SuperLink's registered keys in line with the
+approved clients (:func:`~phalanx.flower.deployment.admission.reconcile`), and it
+executes each claimed run on the SuperLink, or on the one its config names.
 
 :func:`run_on_superlink` does what ``flwr run APP SUPERLINK`` does, with
 Phalanx's app (:mod:`phalanx.flower.deployment.flower_app`), then follows the Flower
@@ -23,24 +29,31 @@ run to its end:
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.flower.deployment.control import FlowerControl, FlowerRun
+from phalanx.flower.deployment.admission import reconcile
+from phalanx.flower.deployment.control import (
+    ControlError,
+    FlowerControl,
+    FlowerRun,
+    SuperLinkConnection,
+)
 from phalanx.flower.deployment.flower_app import APP_NAME, DeployedRunRequest, write_flower_app
 from phalanx.flower.deployment.processes import ManagedProcess
 from phalanx.runs.recorder import finish
 from phalanx.store import LeaseLostError, RunStatus, runs
 
-__all__ = ["DeployedRun", "create_deployed_run", "run_on_superlink"]
+__all__ = ["DeployedRun", "DeploymentBackend", "create_deployed_run", "run_on_superlink"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,86 @@ class DeployedRun:
     summary: dict[str, Any] | None
     error: str | None
     log_path: Path
+
+
+@dataclass
+class DeploymentBackend:
+    """Admits approved clients to a SuperLink and executes claimed runs on it.
+
+    Parameters
+    ----------
+    sessions : sessionmaker
+        The Phalanx database.
+    control : FlowerControl
+        The SuperLink's Control API.
+    log_dir : Path
+        Each Flower run's log goes here.
+    report : callable
+        Receives one line per admission event.
+    """
+
+    sessions: sessionmaker[Session]
+    control: FlowerControl
+    log_dir: Path
+    report: Callable[[str], None] = print
+    refused: set[str] = field(default_factory=set)
+
+    def poll(self) -> None:
+        """Admit approved clients (every turn of the dispatcher loop)."""
+        self.admit()
+
+    def admit(self) -> None:
+        """Bring the SuperLink's registered keys in line with the approved clients.
+
+        A client the SuperLink refuses is reported once, not on every poll.
+        """
+        try:
+            done = reconcile(self.sessions, self.control, skip=self.refused)
+        except ControlError as exc:
+            self.report(f"cannot reach the SuperLink's Control API: {exc}")
+            return
+        for client_id, node_id in done.admitted.items():
+            self.report(f"client {client_id} admitted to the SuperLink as node {node_id}")
+        for client_id, node_id in done.banned.items():
+            self.report(f"client {client_id} banned: node {node_id} unregistered")
+        for client_id, reason in done.errors.items():
+            self.refused.add(client_id)
+            self.report(f"client {client_id} not admitted: {reason}")
+
+    def check(self, config: RunConfig) -> None:
+        """Nothing to check here: the data lives with the clients."""
+
+    def execute(
+        self, run_id: str, config: RunConfig, *, claimer: str, alive: Callable[[], None]
+    ) -> str:
+        """Execute a claimed run on its SuperLink; return how it ended, in one line."""
+        result = run_on_superlink(
+            config,
+            self.control_for(config.deployment.superlink),
+            sessions=self.sessions,
+            claimer=claimer,
+            run_id=run_id,
+            log_dir=self.log_dir,
+            on_heartbeat=alive,
+        )
+        return (
+            f"run {run_id} {result.status.value} (Flower run {result.flower_run_id}: "
+            f"{result.flower_status})" + (f": {result.error}" if result.error else "")
+        )
+
+    def control_for(self, address: str | None) -> FlowerControl:
+        """Return the Control API of the SuperLink at ``address`` (this backend's by default).
+
+        Another SuperLink is trusted through the same CA certificate, with a Flower
+        home of its own beside this one's.
+        """
+        connection = self.control.connection
+        if address is None or address == connection.address:
+            return self.control
+        home = self.control.home.with_name(
+            f"{self.control.home.name}-{re.sub(r'[^A-Za-z0-9.-]', '_', address)}"
+        )
+        return FlowerControl(SuperLinkConnection(address, connection.root_certificates), home)
 
 
 def create_deployed_run(sessions: sessionmaker[Session], config: RunConfig, claimer: str) -> str:

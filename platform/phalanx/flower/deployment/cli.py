@@ -15,7 +15,6 @@ The ``probe-*`` commands exit 0 when healthy: container health checks.
 from __future__ import annotations
 
 import os
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -35,7 +34,7 @@ from phalanx.flower.deployment.supernode import (
 )
 
 if TYPE_CHECKING:
-    from phalanx.flower.deployment.service import DeploymentService
+    from phalanx.flower.deployment.backend import DeploymentBackend
 
 __all__ = ["client_start", "deploy_app"]
 
@@ -159,29 +158,12 @@ def admit(
     ] = None,
 ) -> None:
     """Register approved clients' keys with the SuperLink; unregister banned clients."""
-    service = _service(superlink, root_certificates)
+    backend = _backend(superlink, root_certificates)
     while True:
-        service.admit()
+        backend.admit()
         if watch is None:
             return
         time.sleep(watch)
-
-
-@deploy_app.command("coordinator")
-def coordinator(
-    superlink: SuperLinkAddress,
-    root_certificates: RootCertificates,
-    poll: Annotated[float, typer.Option(help="Seconds between looks for queued runs.")] = 5.0,
-    once: Annotated[bool, typer.Option(help="Exit when no run is queued.")] = False,
-    alive_file: Annotated[
-        Path | None, typer.Option(help="Touched on every poll, for health checks.")
-    ] = None,
-) -> None:
-    """Admit approved clients and execute every queued run on the SuperLink, one at a time."""
-    service = _service(superlink, root_certificates)
-    service.alive_file = alive_file
-    typer.echo(f"coordinator {service.claimer} on SuperLink {superlink}", err=True)
-    service.serve(poll=poll, once=once)
 
 
 @deploy_app.command("probe-superlink")
@@ -221,9 +203,9 @@ def probe_alive(
         raise typer.Exit(1)
 
 
-def _service(superlink: str, root_certificates: Path) -> DeploymentService:
+def _backend(superlink: str, root_certificates: Path) -> DeploymentBackend:
+    from phalanx.flower.deployment.backend import DeploymentBackend
     from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
-    from phalanx.flower.deployment.service import DeploymentService
     from phalanx.settings import get_settings
     from phalanx.store import make_engine, migrate, session_factory
 
@@ -233,10 +215,9 @@ def _service(superlink: str, root_certificates: Path) -> DeploymentService:
     control = FlowerControl(
         SuperLinkConnection(superlink, root_certificates), settings.data_dir / "flwr-home"
     )
-    return DeploymentService(
+    return DeploymentBackend(
         sessions=session_factory(make_engine(url)),
         control=control,
-        claimer=f"{socket.gethostname()}:{os.getpid()}",
         log_dir=settings.data_dir / "flower-runs",
         report=lambda line: typer.echo(line, err=True),
     )
