@@ -100,8 +100,8 @@ def _api(tmp_path: Path, database_url: str, processes: Processes) -> httpx.Clien
             "PHALANX_SECRET_KEY": "end-to-end-test-secret",
         }
     )
-    phalanx = str(Path(sys.executable).parent / "phalanx")
-    command = [phalanx, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-m", "phalanx_cli", "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port)]
     api = start_process("api", command, log_path=tmp_path / "logs" / "api.log", env=env)
     processes.started.append(api)
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)

@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
-from phalanx.cli import app as cli_app
 from phalanx.config import RunConfig
 from phalanx.runs.dispatcher import Dispatcher, RunRefusedError
 from phalanx.store import Run, RunStatus, make_engine, migrate, runs, session_factory
+from phalanx_cli.main import app as cli_app
 from tests.configs import small_config
 from tests.plugin_files import TOUCH_ON_IMPORT, PluginFiles
 
@@ -158,7 +158,7 @@ def test_coordinator_service_claims_a_queued_run_and_runs_it(tmp_path: Path) -> 
         ).id
     env = {**os.environ, "PHALANX_DATA_DIR": str(tmp_path)}
     result = subprocess.run(
-        [sys.executable, "-m", "phalanx.cli", "coordinator", "--once"],
+        [sys.executable, "-m", "phalanx_cli", "coordinator", "--once"],
         env=env,
         cwd=ROOT,
         capture_output=True,

@@ -12,8 +12,8 @@ from typer.testing import CliRunner, Result
 
 from phalanx.aggregation import AGGREGATORS, PRE_AGGREGATORS
 from phalanx.attacks import ATTACKS
-from phalanx.cli import app
 from phalanx.config import ATTACK_NAMES, PreRule, Rule, RunConfig, load_run_config
+from phalanx_cli.main import app
 from tests.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, PluginFiles
 
 ROOT = Path(__file__).resolve().parents[2]

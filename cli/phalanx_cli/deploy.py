@@ -1,15 +1,10 @@
-"""Deployment commands, as a Typer app the ``phalanx`` CLI mounts (and ``python -m`` runs).
+"""``phalanx deploy``: Flower's SuperLink as Phalanx deploys it, and container health probes.
 
-::
-
-    from phalanx.flower.deployment.cli import client_start, deploy_app
-
-    app.add_typer(deploy_app, name="deploy")        # phalanx deploy certs|superlink|admit|...
-    client_app.command("start")(client_start)       # phalanx client start
-
-``superlink`` and ``client-start`` replace this process with ``flower-superlink``
-/ ``flower-supernode`` (``exec``), so a container's stop signal reaches Flower.
-The ``probe-*`` commands exit 0 when healthy: container health checks.
+``phalanx deploy certs|superlink|admit|probe-*``. ``superlink`` replaces this
+process with ``flower-superlink`` (``exec``), so a container's stop signal
+reaches Flower. The ``probe-*`` commands exit 0 when healthy: container health
+checks. A client's SuperNode is ``phalanx client start``
+(:mod:`phalanx_cli.client`); queued runs are executed by ``phalanx coordinator``.
 """
 
 from __future__ import annotations
@@ -24,19 +19,13 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from phalanx.flower.deployment.certificates import DEFAULT_SERVER_NAMES, TlsFiles, ensure_tls_files
-from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.deployment.processes import flower_environment
 from phalanx.flower.deployment.superlink import DEFAULT_PORT, SuperLinkOptions, superlink_command
-from phalanx.flower.deployment.supernode import (
-    DEFAULT_RUNTIME_PORT,
-    SuperNodeOptions,
-    supernode_command,
-)
 
 if TYPE_CHECKING:
     from phalanx.flower.deployment.backend import DeploymentBackend
 
-__all__ = ["client_start", "deploy_app"]
+__all__ = ["RootCertificates", "SuperLinkAddress", "deploy_app", "exec_flower"]
 
 deploy_app = typer.Typer(
     help="Deployment on Flower's SuperLink and SuperNodes.", no_args_is_help=True
@@ -83,70 +72,7 @@ def superlink(
     )
     database.parent.mkdir(parents=True, exist_ok=True)
     extra = {"FLWR_HOME": str(flwr_home)} if flwr_home else {}
-    _exec(superlink_command(options), extra)
-
-
-def client_start(
-    superlink: SuperLinkAddress,
-    key: Annotated[
-        Path,
-        typer.Option(
-            envvar="PHALANX_CLIENT_KEY",
-            help="The client's private key (OpenSSH), the one registered over REST.",
-        ),
-    ],
-    root_certificates: RootCertificates,
-    client_id: Annotated[
-        str | None,
-        typer.Option(
-            envvar="PHALANX_CLIENT_ID",
-            help="The id the control plane gave; default: the file KEY.client-id.",
-        ),
-    ] = None,
-    byzantine: Annotated[
-        str | None,
-        typer.Option(envvar="PHALANX_BYZANTINE", help="Red-team demo: lie with this attack."),
-    ] = None,
-    runtime_port: Annotated[
-        int, typer.Option(help="Local port for this SuperNode's ClientApps.")
-    ] = DEFAULT_RUNTIME_PORT,
-    flwr_home: Annotated[Path | None, typer.Option(help="FLWR_HOME of the SuperNode.")] = None,
-) -> None:
-    """Start this machine's SuperNode with the Phalanx ClientApp; it connects once approved."""
-    if not key.is_file():
-        raise typer.BadParameter(
-            f"{key} does not exist; run `phalanx client keygen`", param_hint="--key"
-        )
-    if byzantine:
-        _check_byzantine(byzantine)
-    identity = NodeIdentity(
-        client_id=client_id or _saved_client_id(key),
-        key_path=key.resolve(),
-        byzantine=byzantine or None,
-    )
-    options = SuperNodeOptions(
-        superlink=superlink,
-        root_certificates=root_certificates,
-        identity=identity,
-        runtime_port=runtime_port,
-        flwr_home=flwr_home,
-    )
-    extra = {"FLWR_HOME": str(flwr_home)} if flwr_home else {}
-    _exec(supernode_command(options), extra)
-
-
-def _check_byzantine(attack: str) -> None:
-    """Refuse (exit 2) an attack this host does not allow, before the SuperNode starts."""
-    from phalanx.attack_plugins import AttackPluginError
-    from phalanx.attacks import load_attack
-
-    try:
-        load_attack(attack)
-    except AttackPluginError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--byzantine") from exc
-
-
-deploy_app.command("client-start")(client_start)
+    exec_flower(superlink_command(options), extra)
 
 
 @deploy_app.command("admit")
@@ -223,25 +149,6 @@ def _backend(superlink: str, root_certificates: Path) -> DeploymentBackend:
     )
 
 
-def _saved_client_id(key: Path) -> str:
-    """Read the client id saved next to the key at registration (``KEY.client-id``)."""
-    saved = key.with_name(key.name + ".client-id")
-    try:
-        client_id = saved.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        client_id = ""
-    if not client_id:
-        raise typer.BadParameter(
-            f"give --client-id (the id `phalanx client register` printed), or save it in {saved}",
-            param_hint="--client-id",
-        )
-    return client_id
-
-
-def _exec(command: list[str], extra_env: dict[str, str]) -> NoReturn:
+def exec_flower(command: list[str], extra_env: dict[str, str]) -> NoReturn:
     """Replace this process with ``command`` in Flower's environment."""
     os.execvpe(command[0], command, flower_environment(extra_env))
-
-
-if __name__ == "__main__":
-    deploy_app()
