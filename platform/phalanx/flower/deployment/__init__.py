@@ -12,6 +12,6 @@ Modules, one concept each (import them directly; this package imports nothing):
 - :mod:`~phalanx.flower.deployment.binding`: each signed reply bound to its Flower node.
 - :mod:`~phalanx.flower.deployment.flower_app`: the Flower app a SuperLink runs for a Phalanx run
   (its ServerApp is :mod:`phalanx.flower.server_app`, its ClientApp :mod:`phalanx_clients.app`).
-- :mod:`~phalanx.flower.deployment.backend`: ``run_on_superlink``, what ``flwr run`` does, followed
-  to the end.
+- :mod:`~phalanx.flower.deployment.backend`: the dispatcher's deployment backend, and
+  ``run_on_superlink``, what ``flwr run`` does, followed to the end.
 """
