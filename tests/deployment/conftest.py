@@ -23,7 +23,7 @@ from phalanx.store import ClientStatus, clients, make_engine, session_factory
 from phalanx.store.migrate import upgrade
 
 
-def deployment_config(rounds: int = 1) -> RunConfig:
+def deployment_config(rounds: int = 1, *, nodes_timeout_s: float = 600.0) -> RunConfig:
     """Three workers, every file on two of them: one liar is outvoted by the other two."""
     return RunConfig.model_validate(
         {
@@ -33,7 +33,7 @@ def deployment_config(rounds: int = 1) -> RunConfig:
             "data": {"dataset": "digits", "model": "mlp", "samples_per_file": 16},
             "assignment": {"scheme": "subsets", "num_workers": 3, "r": 2},
             "training": {"optimizer": "adam", "server_lr": 0.01},
-            "deployment": {"backend": "deployment"},
+            "deployment": {"backend": "deployment", "nodes_timeout_s": nodes_timeout_s},
         }
     )
 

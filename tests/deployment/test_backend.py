@@ -53,7 +53,8 @@ def test_a_cancelled_run_still_waiting_for_clients_is_stopped_on_the_superlink(
     superlink: tuple[RunningSuperLink, FlowerControl],
 ) -> None:
     _, control = superlink
-    config = deployment_config()
+    # no SuperNode ever connects within the run's wait for clients: only the cancel can end it
+    config = deployment_config(nodes_timeout_s=3600)
     run_id = create_deployed_run(sessions, config, "me")
     with sessions.begin() as session:
         runs.request_cancel(session, run_id)
@@ -64,7 +65,6 @@ def test_a_cancelled_run_still_waiting_for_clients_is_stopped_on_the_superlink(
         claimer="me",
         run_id=run_id,
         log_dir=tmp_path / "logs",
-        nodes_timeout=3600,  # no SuperNode ever connects: only the cancel can end it
         heartbeat=1,
         cancel_grace=0,
     )
