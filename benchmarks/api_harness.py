@@ -78,7 +78,7 @@ def _free_port() -> int:
 SERVE = [
     sys.executable,
     "-m",
-    "phalanx.cli",
+    "phalanx_cli",
     "serve",
     "--host",
     "127.0.0.1",

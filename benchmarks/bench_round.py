@@ -53,11 +53,13 @@ from flwr.simulation import run_simulation
 
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
+from phalanx.flower.simulation import SimulationEngine
 from phalanx.nets import build_model, flatten_params, init_model, load_flat_
 from phalanx.plan import file_samples
 from phalanx.reports import RoundReport
+from phalanx.roster import SimulatedRoster
+from phalanx.runs.executor import execute
 from phalanx.runs.recorder import claimer_name, create_simulated_run
-from phalanx.runs.service import run_recorded
 from phalanx.store import make_engine, migrate, session_factory
 from phalanx.training import compute_update, derive_seed, evaluate
 
@@ -141,10 +143,11 @@ def run_phalanx(config: RunConfig, repeat: int) -> Measurement:
         sessions = session_factory(engine)
         claimer = claimer_name()
         run_id = create_simulated_run(sessions, config, claimer)
-        summary = run_recorded(
+        summary = execute(
             sessions,
             run_id,
-            config,
+            transport=SimulationEngine(),
+            roster=SimulatedRoster(run_id),
             claimer=claimer,
             checkpoint_dir=Path(tmp) / "checkpoints",
             on_round=on_round,

@@ -91,6 +91,7 @@ from phalanx.codec import CodecConfig, LayerSpec  # noqa: E402
 from phalanx.config import RunConfig  # noqa: E402
 from phalanx.coordinator import Exchange  # noqa: E402
 from phalanx.data import ImageDataset, load_dataset  # noqa: E402
+from phalanx.flower.simulation import SimulationEngine  # noqa: E402
 from phalanx.nets import build_model, layer_shapes, num_params  # noqa: E402
 from phalanx.replies import Task  # noqa: E402
 from phalanx.roster import simulated_roster  # noqa: E402
@@ -490,7 +491,7 @@ def run_case(case: Case, settings: Settings) -> Row:
     error = None
     try:
         if case.transport == FLOWER:
-            execute_run(config, run_id=case.run_id, sink=sink)
+            execute_run(config, run_id=case.run_id, sink=sink, transport=SimulationEngine())
         else:
             metered = in_process_transport(config, case.run_id, case.method)
             coordinator = build_coordinator(config, case.run_id, metered, sink)

@@ -63,6 +63,7 @@ from phalanx.attacks import ALittleIsEnough, Attack, AttackContext, distortion_p
 from phalanx.config import RunConfig, Scheme
 from phalanx.data import ImageDataset, load_dataset
 from phalanx.detection import Replica, detect
+from phalanx.flower.simulation import SimulationEngine
 from phalanx.plan import adversaries, base_assignment, round_assignment
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_roster
@@ -450,7 +451,7 @@ def run_case(case: Case, settings: Settings, transport: str) -> Row:
             local = in_process_transport(config, case.run_id)
             execute_run(config, run_id=case.run_id, sink=sink, transport=local)
         else:
-            execute_run(config, run_id=case.run_id, sink=sink)
+            execute_run(config, run_id=case.run_id, sink=sink, transport=SimulationEngine())
     except Exception as exc:  # the grid goes on; the row says what failed
         return Row(
             **common,

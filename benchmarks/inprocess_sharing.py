@@ -18,7 +18,8 @@ from phalanx.data import ImageDataset
 from phalanx.nets import model_digest
 from phalanx.replies import Task
 from phalanx.reports import RoundReport
-from phalanx_clients.worker import Worker, compute_file_updates
+from phalanx_clients.file_updates import compute_file_updates
+from phalanx_clients.worker import Worker
 
 
 class ReportSink:

@@ -26,4 +26,4 @@ fi
 PHALANX_CLIENT_KEY="${key}"
 PHALANX_CLIENT_ID="$(cat "${identity}/client-id")"
 export PHALANX_CLIENT_KEY PHALANX_CLIENT_ID
-exec python -m phalanx.flower.deployment.cli client-start --flwr-home "${identity}/flwr"
+exec phalanx client start --flwr-home "${identity}/flwr"

@@ -1,10 +1,34 @@
-"""The Phalanx ClientApp: an honest worker, or a Byzantine one in red-team simulations."""
+"""The Phalanx ClientApp: one train handler for every worker; who the worker is, is a parameter.
+
+Two identity sources, one handler (:func:`build_client_app`):
+
+- :class:`SimulatedWorkers` (:data:`app`): each worker's identity is derived from
+  the run id and its index (:func:`phalanx.roster.simulated_identity`), and the run
+  config's ``attack`` section decides who lies. ``flwr run .`` and Flower's
+  simulation engine load this app.
+- :class:`EnrolledWorker` (:data:`enrolled_app`): a deployed client that registered
+  its own EC key over REST. Its SuperNode authenticates to the SuperLink with that
+  key, and this app signs every reply with it too, binding the Flower node id the
+  SuperLink knows it by (``context.node_id``) into the signature. Who it is comes
+  from the SuperNode's node config, or the environment
+  (:class:`~phalanx.flower.deployment.node_config.NodeIdentity`). For red-team
+  demonstrations, ``phalanx-byzantine=ATTACK`` (or ``PHALANX_BYZANTINE=ATTACK``)
+  makes it lie on every file it is given; the coordinator knows nothing of it.
+  The deployment's Flower app (:mod:`phalanx.flower.deployment.flower_app`) names it.
+
+A worker whose own code or data fails replies with a fault (``fault_content``),
+never a crash: the coordinator records it as that worker's fault.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -13,15 +37,104 @@ from flwr.clientapp import ClientApp
 
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
+from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.records import fault_content, read_task, reply_content
+from phalanx.identity import PrivateKey, load_private_key_file
+from phalanx.replies import Task
 from phalanx.roster import simulated_identity
-from phalanx_clients.behaviour import RedTeam
+from phalanx_clients.behaviour import Behaviour, RedTeam, byzantine_behaviour
 from phalanx_clients.worker import Worker
+
+__all__ = [
+    "REPLICA_STATE",
+    "EnrolledWorker",
+    "IdentitySource",
+    "SimulatedWorkers",
+    "WorkerIdentity",
+    "app",
+    "build_client_app",
+    "enrolled_app",
+]
 
 RedTeamFactory = Callable[[RunConfig], RedTeam | None]
 REPLICA_STATE = "phalanx.replica"
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    """Who answers a task: client id, signing key, Flower node (when bound) and behaviour."""
+
+    client_id: str
+    private_key: PrivateKey
+    node_id: int | None = None
+    behaviour: Behaviour | None = None
+
+
+class IdentitySource(Protocol):
+    """Says who the worker answering ``task`` is, in this ClientApp's ``context``."""
+
+    def __call__(self, task: Task, config: RunConfig, context: Context) -> WorkerIdentity:
+        """Return the worker's identity; raise when it cannot be known."""
+        ...
+
+
+@dataclass(frozen=True)
+class SimulatedWorkers:
+    """Identities derived from the run id and worker index; the config's red team lies.
+
+    Parameters
+    ----------
+    red_team : callable
+        Maps the run config to its red team (``None``: every worker honest).
+        The default reads the ``attack`` section.
+    """
+
+    red_team: RedTeamFactory = RedTeam.from_config
+
+    def __call__(self, task: Task, config: RunConfig, context: Context) -> WorkerIdentity:
+        """Derive worker ``task.worker``'s identity in run ``task.run_id``."""
+        identity = simulated_identity(task.run_id, task.worker)
+        team = self.red_team(config)
+        return WorkerIdentity(
+            client_id=identity.client_id,
+            private_key=identity.private_key,
+            behaviour=team.behaviour_of(task.worker) if team else None,
+        )
+
+
+@dataclass(frozen=True)
+class EnrolledWorker:
+    """A deployed client's own identity, from the node config or the environment.
+
+    Parameters
+    ----------
+    environ : mapping, optional
+        Where to look for settings the node config lacks; ``os.environ`` at
+        message time when omitted.
+    """
+
+    environ: Mapping[str, str] | None = field(default=None)
+
+    def __call__(self, task: Task, config: RunConfig, context: Context) -> WorkerIdentity:
+        """Read the client id and key the SuperNode was started with; bind its node id.
+
+        Raises
+        ------
+        phalanx.flower.deployment.node_config.NodeConfigError
+            When neither the node config nor the environment says who this client is.
+        """
+        node = NodeIdentity.resolve(
+            context.node_config, os.environ if self.environ is None else self.environ
+        )
+        key_path = node.key_path.expanduser().resolve()
+        return WorkerIdentity(
+            client_id=node.client_id,
+            private_key=_private_key(key_path, key_path.stat().st_mtime_ns),
+            node_id=int(context.node_id),
+            behaviour=byzantine_behaviour(node.byzantine, task.worker) if node.byzantine else None,
+        )
 
 
 @lru_cache(maxsize=4)
@@ -34,31 +147,36 @@ def _run_config(text: str) -> RunConfig:
     return RunConfig.model_validate_json(text)
 
 
-def build_client_app(red_team: RedTeamFactory = RedTeam.from_config) -> ClientApp:
-    """Build a ClientApp whose workers use simulated identities.
+@lru_cache(maxsize=4)
+def _private_key(path: Path, modified_ns: int) -> PrivateKey:
+    return load_private_key_file(path)
+
+
+def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
+    """Build a ClientApp whose workers are who ``identity`` says.
 
     Parameters
     ----------
-    red_team : callable
-        Maps the run config to its red team (``None``: every worker honest).
-        The default reads the ``attack`` section, as simulations do.
+    identity : IdentitySource, optional
+        Who answers each task; :class:`SimulatedWorkers` by default.
     """
-    app = ClientApp()
+    source: IdentitySource = identity if identity is not None else SimulatedWorkers()
+    client_app = ClientApp()
 
-    @app.train()
+    @client_app.train()
     def train(message: Message, context: Context) -> Message:
         torch.set_num_threads(1)
         try:
             task, downlink, config_json = read_task(message.content)
             config = _run_config(config_json)
-            identity = simulated_identity(task.run_id, task.worker)
-            team = red_team(config)
+            who = source(task, config, context)
             worker = Worker(
                 config=config,
                 train_set=_train_set(config.data.dataset, config.data.num_classes),
-                client_id=identity.client_id,
-                private_key=identity.private_key,
-                behaviour=team.behaviour_of(task.worker) if team else None,
+                client_id=who.client_id,
+                private_key=who.private_key,
+                behaviour=who.behaviour,
+                node_id=who.node_id,
             )
             saved = context.state.array_records.get(REPLICA_STATE)
             if saved is not None:
@@ -74,7 +192,11 @@ def build_client_app(red_team: RedTeamFactory = RedTeam.from_config) -> ClientAp
             log.exception("worker failed on its task")
             return Message(fault_content(exc), reply_to=message)
 
-    return app
+    return client_app
 
 
-app = build_client_app()
+app = build_client_app(SimulatedWorkers())
+"""The simulated workers' ClientApp (``phalanx_clients.app:app``)."""
+
+enrolled_app = build_client_app(EnrolledWorker())
+"""A deployed client's ClientApp (``phalanx_clients.app:enrolled_app``)."""

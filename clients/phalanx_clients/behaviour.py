@@ -10,7 +10,6 @@ so colluding adversaries send identical vectors for the same file.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -23,12 +22,11 @@ from phalanx.attacks import (
     load_attack,
 )
 from phalanx.config import RunConfig
+from phalanx.data import ImageDataset
 from phalanx.plan import adversaries, round_assignment
 from phalanx.replies import Task
 from phalanx.training import derive_seed
-
-if TYPE_CHECKING:
-    from phalanx_clients.worker import Worker
+from phalanx_clients.file_updates import compute_file_updates
 
 REFERENCE_FILES = 8
 
@@ -64,12 +62,30 @@ class Behaviour:
 
     red_team: RedTeam
 
-    def updates(self, worker: Worker, task: Task, params: Tensor) -> dict[int, Tensor]:
-        """Return the updates this adversary sends for ``task``, keyed by file."""
-        from phalanx_clients.worker import compute_file_updates
+    def updates(
+        self,
+        honest: dict[int, Tensor],
+        task: Task,
+        params: Tensor,
+        *,
+        config: RunConfig,
+        train_set: ImageDataset,
+    ) -> dict[int, Tensor]:
+        """Return the updates this adversary sends for ``task``, keyed by file.
 
-        config = worker.config
-        honest = worker.honest_updates(task, params)
+        Parameters
+        ----------
+        honest : dict
+            The worker's honest update of every file of the task.
+        task : Task
+            The task.
+        params : Tensor
+            The global model the updates start from.
+        config : RunConfig
+            The run.
+        train_set : ImageDataset
+            The worker's training data (a data attack trains on it with flipped labels).
+        """
         assignment = round_assignment(config, task.round)
         plan = distortion_plan(
             assignment,
@@ -83,10 +99,10 @@ class Behaviour:
         attack = self.red_team.attack
         if isinstance(attack, DataAttack):
             poisoned = compute_file_updates(
-                config, worker.train_set, task.round, tuple(targets), params, poison_labels=True
+                config, train_set, task.round, tuple(targets), params, poison_labels=True
             )
             return {**honest, **poisoned}
-        reference = _reference_updates(worker, task.round, assignment.num_files, params)
+        reference = _reference_updates(config, train_set, task.round, assignment.num_files, params)
         out = dict(honest)
         for f in targets:
             ctx = AttackContext(
@@ -102,12 +118,27 @@ class Behaviour:
         return out
 
 
-def _reference_updates(worker: Worker, round: int, num_files: int, params: Tensor) -> Tensor:
-    """Honest updates of a round-seeded sample of files, identical for every adversary."""
-    from phalanx_clients.worker import compute_file_updates
+def byzantine_behaviour(attack: str, worker: int) -> Behaviour:
+    """Build the behaviour of a lone Byzantine client: ``attack`` on every file it computes.
 
-    g = torch.Generator().manual_seed(derive_seed(worker.config.seed, round, -1))
+    A deployed client switched Byzantine for a red-team demonstration lies this way;
+    the coordinator knows nothing of it and must find it.
+
+    Raises
+    ------
+    ValueError
+        When ``attack`` names no known attack nor a plug-in this host allows.
+    """
+    team = RedTeam(adversaries=frozenset({worker}), attack=load_attack(attack), strategy="all")
+    return Behaviour(team)
+
+
+def _reference_updates(
+    config: RunConfig, train_set: ImageDataset, round: int, num_files: int, params: Tensor
+) -> Tensor:
+    """Honest updates of a round-seeded sample of files, identical for every adversary."""
+    g = torch.Generator().manual_seed(derive_seed(config.seed, round, -1))
     sample = torch.randperm(num_files, generator=g)[: min(REFERENCE_FILES, num_files)]
     files = tuple(sorted(int(f) for f in sample))
-    updates = compute_file_updates(worker.config, worker.train_set, round, files, params)
+    updates = compute_file_updates(config, train_set, round, files, params)
     return torch.stack([updates[f] for f in files])

@@ -13,11 +13,10 @@ from phalanx.data import ImageDataset
 from phalanx.detection import payload_digest
 from phalanx.finite import all_finite
 from phalanx.identity import sign_reply
-from phalanx.nets import build_model, layer_shapes, load_flat_
-from phalanx.plan import file_samples, round_assignment
+from phalanx.nets import build_model, layer_shapes
 from phalanx.replies import Reply, Task
-from phalanx.training import compute_update, derive_seed
 from phalanx_clients.behaviour import Behaviour
+from phalanx_clients.file_updates import compute_file_updates
 from phalanx_clients.replica import ModelReplica, OutOfSyncError
 
 
@@ -98,10 +97,11 @@ class Worker:
                 node_id=self.node_id,
                 need_sync=True,
             )
-        if self.behaviour is None:
-            updates = self.honest_updates(task, params)
-        else:
-            updates = self.behaviour.updates(self, task, params)
+        updates = self.honest_updates(task, params)
+        if self.behaviour is not None:
+            updates = self.behaviour.updates(
+                updates, task, params, config=self.config, train_set=self.train_set
+            )
         files = tuple(sorted(updates))
         payloads = tuple(self.replica.encode(updates[f], round=task.round, file=f) for f in files)
         digests = tuple(payload_digest(p) for p in payloads)
@@ -127,39 +127,3 @@ class Worker:
             signature=signature,
             node_id=self.node_id,
         )
-
-
-def compute_file_updates(
-    config: RunConfig,
-    train_set: ImageDataset,
-    round: int,
-    files: tuple[int, ...],
-    params: Tensor,
-    *,
-    poison_labels: bool = False,
-) -> dict[int, Tensor]:
-    """Compute honest (or label-flipped) updates of ``files`` in ``round`` from ``params``."""
-    assignment = round_assignment(config, round)
-    samples = file_samples(config, len(train_set.y), round, assignment.num_files)
-    model = build_model(
-        config.data.model,
-        in_channels=train_set.in_channels,
-        image_size=train_set.image_size,
-        num_classes=train_set.num_classes,
-    )
-    load_flat_(model, params)
-    updates = {}
-    for f in files:
-        idx = samples[f]
-        y = train_set.y[idx]
-        if poison_labels:
-            y = train_set.num_classes - 1 - y
-        updates[f] = compute_update(
-            model,
-            train_set.x[idx],
-            y,
-            seed=derive_seed(config.seed, round, f),
-            local_steps=config.training.local_steps,
-            lr=config.training.local_lr,
-        )
-    return updates

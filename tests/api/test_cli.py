@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from phalanx import identity
 from phalanx.store import keys, make_engine, session_factory
-from phalanx_api.cli import client_app, keys_app
 from phalanx_api.settings import get_api_settings
+from phalanx_cli.client import client_app
+from phalanx_cli.keys import keys_app
 from tests.api.factories import bearer
 
 runner = CliRunner()
@@ -102,6 +103,14 @@ def test_client_keygen_writes_an_owner_only_key_and_a_pub_file(tmp_path: Path) -
     assert again.exit_code == 1  # never overwrite an identity without --force
 
 
+def test_client_keygen_writes_nothing_when_only_the_public_half_exists(tmp_path: Path) -> None:
+    out = tmp_path / "client_key"
+    (tmp_path / "client_key.pub").write_text("someone else's key\n")
+    result = runner.invoke(client_app, ["keygen", "--out", str(out)])
+    assert result.exit_code == 1 and "client_key.pub exists" in result.stderr
+    assert not out.exists()  # never a private key whose public half is another's
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -113,8 +122,16 @@ def _free_port() -> int:
 def served(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """`serve` in a child process on a free loopback port; its base URL."""
     port = _free_port()
-    script = "from phalanx_api.cli import serve_app; serve_app()"
-    command = [sys.executable, "-c", script, "--port", str(port), "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "phalanx_cli",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
         command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from phalanx_api.demo import queue_through_api
+from phalanx_cli.demo import queue_through_api
 from tests.configs import small_config
 
 

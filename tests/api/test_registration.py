@@ -10,8 +10,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx import identity
 from phalanx.store import audit, clients
-from phalanx_api.enrollment import register as enroll
+from phalanx_api.paths import API_PREFIX
 from phalanx_api.settings import ApiSettings
+from phalanx_clients.enrollment import API_PREFIX as CLIENTS_API_PREFIX
+from phalanx_clients.enrollment import register as enroll
 from tests.api.factories import (
     FakeClock,
     Keys,
@@ -24,6 +26,10 @@ from tests.api.factories import (
 )
 
 CLIENTS = "/api/v1/clients"
+
+
+def test_clients_register_where_the_control_plane_serves() -> None:
+    assert CLIENTS_API_PREFIX == API_PREFIX
 
 
 def _prove(client: TestClient, key: identity.PrivateKey, registered: dict[str, Any]) -> Any:

@@ -211,7 +211,7 @@ def test_the_api_never_imports_torch_or_the_coordinator() -> None:
     import sys
 
     script = (
-        "import sys, phalanx_api.main, phalanx_api.cli; "
+        "import sys, phalanx_api.main, phalanx_cli.main; "
         "print(sorted(m for m in ('torch', 'flwr', 'phalanx.runs', 'phalanx.coordinator') "
         "if m in sys.modules))"
     )

@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
 from phalanx.data import load_dataset
-from phalanx.roster import simulated_roster
+from phalanx.roster import SimulatedRoster, simulated_roster
+from phalanx.runs.executor import execute
 from phalanx.runs.recorder import claimer_name, create_simulated_run
-from phalanx.runs.service import run_recorded
 from phalanx.store import (
     AuditEntry,
     Client,
@@ -99,10 +99,10 @@ class Federation:
 
         def run() -> None:
             try:
-                run_recorded(
+                execute(
                     self.sessions,
                     self.run_id,
-                    self.config,
+                    roster=SimulatedRoster(self.run_id),
                     claimer=claimer,
                     checkpoint_dir=self.checkpoint_dir,
                     transport=_transport(self.config, self.run_id),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.config import RunConfig
 from phalanx.flower.deployment.certificates import TlsFiles, ensure_tls_files
 from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
 from phalanx.flower.deployment.processes import free_port
@@ -20,6 +21,21 @@ from phalanx.identity import (
 )
 from phalanx.store import ClientStatus, clients, make_engine, session_factory
 from phalanx.store.migrate import upgrade
+
+
+def deployment_config(rounds: int = 1, *, nodes_timeout_s: float = 600.0) -> RunConfig:
+    """Three workers, every file on two of them: one liar is outvoted by the other two."""
+    return RunConfig.model_validate(
+        {
+            "name": "deployed",
+            "seed": 3,
+            "rounds": rounds,
+            "data": {"dataset": "digits", "model": "mlp", "samples_per_file": 16},
+            "assignment": {"scheme": "subsets", "num_workers": 3, "r": 2},
+            "training": {"optimizer": "adam", "server_lr": 0.01},
+            "deployment": {"backend": "deployment", "nodes_timeout_s": nodes_timeout_s},
+        }
+    )
 
 
 @pytest.fixture

@@ -7,13 +7,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.flower.deployment.backend import create_deployed_run, run_on_superlink
+from phalanx.flower.deployment.backend import (
+    DeploymentBackend,
+    create_deployed_run,
+    run_on_superlink,
+)
 from phalanx.flower.deployment.control import ControlError, FlowerControl, SuperLinkConnection
 from phalanx.flower.deployment.processes import free_port
-from phalanx.flower.deployment.service import DeploymentService
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.store import RunStatus, runs
-from tests.deployment.test_binding import deployment_config
+from tests.deployment.conftest import deployment_config
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +53,8 @@ def test_a_cancelled_run_still_waiting_for_clients_is_stopped_on_the_superlink(
     superlink: tuple[RunningSuperLink, FlowerControl],
 ) -> None:
     _, control = superlink
-    config = deployment_config()
+    # no SuperNode ever connects within the run's wait for clients: only the cancel can end it
+    config = deployment_config(nodes_timeout_s=3600)
     run_id = create_deployed_run(sessions, config, "me")
     with sessions.begin() as session:
         runs.request_cancel(session, run_id)
@@ -61,7 +65,6 @@ def test_a_cancelled_run_still_waiting_for_clients_is_stopped_on_the_superlink(
         claimer="me",
         run_id=run_id,
         log_dir=tmp_path / "logs",
-        nodes_timeout=3600,  # no SuperNode ever connects: only the cancel can end it
         heartbeat=1,
         cancel_grace=0,
     )
@@ -70,15 +73,16 @@ def test_a_cancelled_run_still_waiting_for_clients_is_stopped_on_the_superlink(
     assert _status(sessions, run_id) == (RunStatus.CANCELLED, None)
 
 
-def test_the_service_refuses_a_stored_config_that_no_longer_validates(
+def test_a_run_naming_another_superlink_gets_a_control_of_its_own(
     tmp_path: Path, sessions: sessionmaker[Session], tls_ca: Path
 ) -> None:
-    with sessions.begin() as session:
-        bad = runs.create_run(session, name="bad", config={"rounds": 0}, seed=0).id
-    lines: list[str] = []
-    control = FlowerControl(SuperLinkConnection("127.0.0.1:9", tls_ca), tmp_path / "home")
-    service = DeploymentService(sessions, control, "me", tmp_path, report=lines.append)
-    assert service.run_next() is None
-    status, error = _status(sessions, bad)
-    assert status == RunStatus.FAILED and error is not None and error.startswith("invalid config")
-    assert lines == [f"run {bad} refused: invalid config"]
+    home = tmp_path / "flwr-home"
+    control = FlowerControl(SuperLinkConnection("link-a:8000", tls_ca), home)
+    backend = DeploymentBackend(sessions, control, tmp_path / "logs")
+    assert backend.control_for(None) is control
+    assert backend.control_for("link-a:8000") is control
+    other = backend.control_for("link-b:9000")
+    assert other.connection == SuperLinkConnection("link-b:9000", tls_ca)
+    assert other.home != home and other.home.parent == home.parent
+    # the coordinator's own SuperLink stays the default of its own Flower home
+    assert '"link-a:8000"' in (home / "config.toml").read_text()

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import pytest
 
 from phalanx.channel import Downlink
-from phalanx.config import RunConfig
 from phalanx.coordinator import Exchange, Member
 from phalanx.data import load_dataset
 from phalanx.flower.deployment.binding import (
@@ -19,26 +18,13 @@ from phalanx.flower.deployment.binding import (
 from phalanx.identity import PrivateKey, generate_private_key, sign_reply
 from phalanx.replies import Reply, Task
 from phalanx.reports import RoundReport
-from phalanx.runs.execute import build_coordinator
+from phalanx.runs.executor import build_coordinator
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
+from tests.deployment.conftest import deployment_config
 
 NODE = 2**64 - 5  # beyond a signed 64-bit integer, as Flower's node ids may be
 OTHER_NODE = 2**63 + 17
-
-
-def deployment_config(rounds: int = 1) -> RunConfig:
-    """Three workers, every file on two of them: one liar is outvoted by the other two."""
-    return RunConfig.model_validate(
-        {
-            "name": "deployed",
-            "seed": 3,
-            "rounds": rounds,
-            "data": {"dataset": "digits", "model": "mlp", "samples_per_file": 16},
-            "assignment": {"scheme": "subsets", "num_workers": 3, "r": 2},
-            "training": {"optimizer": "adam", "server_lr": 0.01},
-        }
-    )
 
 
 def _signed(key: PrivateKey, *, node_id: int | None, client_id: str = "c-1") -> Reply:

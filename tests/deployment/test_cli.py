@@ -9,9 +9,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from phalanx.flower.deployment.cli import deploy_app
 from phalanx.flower.deployment.processes import free_port
 from phalanx.flower.deployment.superlink import RunningSuperLink
+from phalanx_cli.client import client_app
+from phalanx_cli.deploy import deploy_app
 
 runner = CliRunner()
 
@@ -53,18 +54,18 @@ def test_probe_superlink_needs_the_right_ca(
 def test_client_start_says_where_the_client_id_comes_from(tmp_path: Path) -> None:
     key = tmp_path / "client.key"
     key.write_text("not read before the id is known", encoding="ascii")
-    args = ["client-start", "--superlink", "127.0.0.1:9", "--root-certificates", str(key)]
+    args = ["start", "--superlink", "127.0.0.1:9", "--root-certificates", str(key)]
     refused = runner.invoke(
-        deploy_app, [*args, "--key", str(key)], env={"PHALANX_CLIENT_ID": "", "COLUMNS": "500"}
+        client_app, [*args, "--key", str(key)], env={"PHALANX_CLIENT_ID": "", "COLUMNS": "500"}
     )
     assert refused.exit_code == 2
     assert "client.key.client-id" in refused.output
 
 
 def test_client_start_needs_an_existing_key(tmp_path: Path) -> None:
-    args = ["client-start", "--superlink", "127.0.0.1:9", "--client-id", "c"]
+    args = ["start", "--superlink", "127.0.0.1:9", "--client-id", "c"]
     args += ["--root-certificates", str(tmp_path), "--key", str(tmp_path / "missing.key")]
-    refused = runner.invoke(deploy_app, args)
+    refused = runner.invoke(client_app, args)
     assert refused.exit_code == 2 and "client keygen" in refused.output
 
 
@@ -73,10 +74,10 @@ def test_client_start_refuses_an_attack_the_host_does_not_allow_before_starting(
 ) -> None:
     key = tmp_path / "client.key"
     key.write_text("not read: the attack is refused first", encoding="ascii")
-    args = ["client-start", "--superlink", "127.0.0.1:9", "--client-id", "c"]
+    args = ["start", "--superlink", "127.0.0.1:9", "--client-id", "c"]
     args += ["--root-certificates", str(key), "--key", str(key)]
     refused = runner.invoke(
-        deploy_app,
+        client_app,
         args,
         env={"PHALANX_BYZANTINE": "subprocess:Popen", "COLUMNS": "500"},
     )

@@ -12,9 +12,9 @@ from phalanx.identity import generate_private_key
 from phalanx.nets import flatten_params, init_model
 from phalanx.plan import round_assignment
 from phalanx.replies import Task
-from phalanx_clients.deployment import byzantine_behaviour
+from phalanx_clients.behaviour import byzantine_behaviour
 from phalanx_clients.worker import Worker
-from tests.deployment.test_binding import deployment_config
+from tests.deployment.conftest import deployment_config
 
 
 def test_a_byzantine_client_changes_every_file_and_an_honest_one_none() -> None:

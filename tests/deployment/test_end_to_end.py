@@ -9,8 +9,8 @@ The pieces, as an operator meets them:
 - four real ``flower-supernode`` processes, one per client. The fourth client
   was never approved, so the SuperLink refuses its SuperNode. One approved
   client is Byzantine (``PHALANX_BYZANTINE``), as in the compose demo;
-- a run queued over REST, claimed as ``phalanx coordinator`` claims runs, and
-  executed on the SuperLink (``run_on_superlink``): three rounds, every file
+- a run queued over REST, claimed by the dispatcher loop of ``phalanx coordinator``,
+  and executed on the SuperLink by its deployment backend: three rounds, every file
   on two of the three workers, so the liar is always outvoted.
 
 Every process is stopped by its pid at the end, and none may be left.
@@ -29,6 +29,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.flower.deployment.backend import DeploymentBackend
 from phalanx.flower.deployment.control import FlowerControl
 from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.deployment.processes import (
@@ -39,7 +40,6 @@ from phalanx.flower.deployment.processes import (
     start_process,
     wait_until,
 )
-from phalanx.flower.deployment.service import DeploymentService
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.flower.deployment.supernode import SuperNodeOptions, start_supernode
 from phalanx.identity import (
@@ -49,10 +49,11 @@ from phalanx.identity import (
     save_private_key,
     sign_challenge,
 )
+from phalanx.runs.dispatcher import Dispatcher
 from phalanx.runs.summary import DETECTION_KINDS
 from phalanx.store import Role, RunStatus, clients, keys, rounds, runs
 from phalanx.store.models import DetectionEvent
-from tests.deployment.test_binding import deployment_config
+from tests.deployment.conftest import deployment_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -99,8 +100,8 @@ def _api(tmp_path: Path, database_url: str, processes: Processes) -> httpx.Clien
             "PHALANX_SECRET_KEY": "end-to-end-test-secret",
         }
     )
-    phalanx = str(Path(sys.executable).parent / "phalanx")
-    command = [phalanx, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command = [sys.executable, "-m", "phalanx_cli", "serve", "--host", "127.0.0.1"]
+    command += ["--port", str(port)]
     api = start_process("api", command, log_path=tmp_path / "logs" / "api.log", env=env)
     processes.started.append(api)
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
@@ -167,16 +168,8 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
 
     # The coordinator brings approvals to the SuperLink: exactly the three approved keys.
     said: list[str] = []
-    coordinator = DeploymentService(
-        sessions,
-        control,
-        claimer="test-coordinator",
-        log_dir=tmp_path / "logs",
-        nodes_timeout=600,
-        round_timeout=600,
-        report=said.append,
-    )
-    coordinator.admit()
+    deployment = DeploymentBackend(sessions, control, tmp_path / "logs", report=said.append)
+    deployment.admit()
     approved_ids = {machines[n].client_id for n in ("honest-a", "honest-b", "byzantine")}
     with sessions() as session:
         node_of = {c: clients.get_client(session, c).flower_node_id for c in approved_ids}
@@ -215,6 +208,9 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
     queued = http.post("/api/v1/runs", json=config.model_dump(mode="json"), headers=admin)
     assert queued.status_code == 202, queued.text
     run_id = queued.json()["id"]
+    coordinator = Dispatcher(
+        sessions, "test-coordinator", {"deployment": deployment}, report=said.append
+    )
     coordinator.serve(poll=1, once=True)
     with sessions() as session:
         run = runs.get_run(session, run_id)

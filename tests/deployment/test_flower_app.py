@@ -35,14 +35,13 @@ def test_the_bundle_holds_only_the_app_description(tmp_path: Path) -> None:
 
 def test_the_run_request_survives_flowers_run_config_parser(tmp_path: Path) -> None:
     request = DeployedRunRequest(
-        run_id="0b5c6c1e-3b55-4d7e-9f35-5d7f3c1a2b3c",
-        claimer='host-1:4242 "quoted"',
-        nodes_timeout=42.5,
-        round_timeout=300,
+        run_id="0b5c6c1e-3b55-4d7e-9f35-5d7f3c1a2b3c", claimer='host-1:4242 "quoted"'
     )
     overrides = tmp_path / "run-config.toml"
     overrides.write_text(request.to_toml(), encoding="utf-8")
-    assert DeployedRunRequest.from_run_config(parse_config_args([str(overrides)])) == request
+    parsed = parse_config_args([str(overrides)])
+    assert DeployedRunRequest.names_a_run(parsed)
+    assert DeployedRunRequest.from_run_config(parsed) == request
 
 
 def test_an_app_started_by_hand_is_told_who_starts_deployed_runs() -> None:
@@ -50,9 +49,8 @@ def test_an_app_started_by_hand_is_told_who_starts_deployed_runs() -> None:
         DeployedRunRequest.from_run_config({"phalanx-run-id": "", "phalanx-claimer": ""})
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, True, "soon"])
-def test_timeouts_must_be_positive_seconds(bad: object) -> None:
-    with pytest.raises(ValueError, match="phalanx-round-timeout"):
-        DeployedRunRequest.from_run_config(
-            {"phalanx-run-id": "r", "phalanx-claimer": "c", "phalanx-round-timeout": bad}
-        )
+def test_the_apps_own_config_names_a_run_and_a_config_file_does_not(tmp_path: Path) -> None:
+    app = write_flower_app(tmp_path / APP_NAME)
+    config, _warnings = load_and_validate(app / "pyproject.toml", check_module=False)
+    assert DeployedRunRequest.names_a_run(config["tool"]["flwr"]["app"]["config"])
+    assert not DeployedRunRequest.names_a_run({"run-config": "examples/demo.toml"})

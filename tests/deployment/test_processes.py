@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.flower.deployment.processes import ProcessFailedError, start_process, wait_until
+from phalanx.flower.deployment.processes import (
+    ProcessFailedError,
+    ProcessId,
+    start_process,
+    wait_until,
+)
 
 
 def test_stop_ends_the_process_and_every_descendant(tmp_path: Path) -> None:
@@ -40,3 +45,20 @@ def test_waiting_on_a_process_that_exits_reports_its_log(tmp_path: Path) -> None
     with pytest.raises(ProcessFailedError, match=r"(?s)exited with status 3.*no such thing"):
         wait_until(lambda: False, timeout=30, what="ready", process=process)
     process.stop()
+
+
+def test_a_pid_noted_with_another_start_time_is_never_taken_for_the_live_process(
+    tmp_path: Path,
+) -> None:
+    process = start_process(
+        "parent", ["sh", "-c", "sleep 300 & wait"], log_path=tmp_path / "parent.log"
+    )
+    try:
+        wait_until(lambda: len(process.descendants()) == 1, timeout=30, what="forked")
+        (child,) = process.descendants()
+        reused = ProcessId(child.pid, child.started + 1.0)  # the same number, another process
+        assert child.alive() and child.process() is not None
+        assert not reused.alive() and reused.process() is None
+    finally:
+        process.stop(timeout=5)
+    assert not child.alive()

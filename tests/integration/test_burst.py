@@ -23,8 +23,9 @@ import httpx
 import pytest
 
 from phalanx.identity import generate_private_key, public_key_to_openssh
+from phalanx.roster import SimulatedRoster
+from phalanx.runs.executor import execute
 from phalanx.runs.recorder import claimer_name, create_simulated_run
-from phalanx.runs.service import run_recorded
 from phalanx.runs.summary import RunSummary
 from phalanx.store import Run, make_engine, migrate, session_factory
 from phalanx.store.transactions import read_session
@@ -101,10 +102,10 @@ def test_a_burst_of_registrations_during_a_run_is_answered_and_healthz_stays_fas
         polling = threading.Thread(target=poller.run)
         with ThreadPoolExecutor(1) as pool:
             run: Future[RunSummary] = pool.submit(
-                run_recorded,
+                execute,
                 sessions,
                 run_id,
-                config,
+                roster=SimulatedRoster(run_id),
                 claimer=claimer,
                 checkpoint_dir=tmp_path / "checkpoints",
                 transport=inprocess_transport(config, run_id),

@@ -25,7 +25,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def _phalanx(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "phalanx.cli", *args],
+        [sys.executable, "-m", "phalanx_cli", *args],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -94,7 +94,7 @@ def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "phalanx.cli",
+            "phalanx_cli",
             "run",
             str(_config(tmp_path, rounds)),
             "--format",

@@ -34,7 +34,7 @@ def test_demo_serves_the_dashboard_with_the_run_it_queued_through_the_api(tmp_pa
         "COLUMNS": "200",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "phalanx.cli", "demo", "--config", "examples/quick-digits.toml"],
+        [sys.executable, "-m", "phalanx_cli", "demo", "--config", "examples/quick-digits.toml"],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,

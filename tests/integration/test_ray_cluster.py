@@ -63,7 +63,7 @@ def test_run_uses_a_ray_head_started_beside_it(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "phalanx.cli",
+                "phalanx_cli",
                 "run",
                 "examples/quick-digits.toml",
                 "--ray-address",

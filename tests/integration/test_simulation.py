@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from phalanx.flower.simulation import SimulationEngine
 from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run, summarize
@@ -25,7 +26,7 @@ class FakeSink:
 def test_flower_simulation_flags_every_adversary_and_no_honest_worker() -> None:
     config = small_config(rounds=2)
     sink = FakeSink()
-    reports = execute_run(config, run_id="sim-test", sink=sink)
+    reports = execute_run(config, run_id="sim-test", sink=sink, transport=SimulationEngine())
     truth = adversaries(config)
     assert [r.round for r in reports] == [1, 2]
     assert sink.reports == reports
@@ -39,7 +40,7 @@ def test_flower_simulation_flags_every_adversary_and_no_honest_worker() -> None:
 
 def test_codec_through_flower_keeps_worker_state_between_rounds() -> None:
     config = small_config(rounds=3, detection={"mode": "exact"}, codec={"enabled": True})
-    reports = execute_run(config, run_id="sim-codec", sink=FakeSink())
+    reports = execute_run(config, run_id="sim-codec", sink=FakeSink(), transport=SimulationEngine())
     truth = adversaries(config)
     for report in reports:
         assert set(report.flagged) == truth
@@ -69,7 +70,7 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
         },
     )
     run_id = "sim-low-rank"
-    flower = execute_run(config, run_id=run_id, sink=FakeSink())
+    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine())
     train = load_dataset(config.data.dataset, "train")
     workers = {
         ident.worker: Worker(

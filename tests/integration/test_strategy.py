@@ -28,7 +28,6 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import Result
 from flwr.simulation import run_simulation
 
-from phalanx.flower.server_app import wait_for_nodes
 from phalanx.flower.strategy import (
     METRIC_ACCEPTED,
     METRIC_FLAGGED,
@@ -36,6 +35,7 @@ from phalanx.flower.strategy import (
     FlaggedNode,
     RobustStrategy,
 )
+from phalanx.roster import SimulatedRoster, wait_for_roster
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +121,10 @@ def build_server_app(out: dict[str, Any]) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        nodes = wait_for_nodes(grid, NUM_NODES, timeout=120)
+        roster = wait_for_roster(
+            grid.get_node_ids, SimulatedRoster("strategy"), NUM_NODES, timeout=120
+        )
+        nodes = list(roster.node_of_worker.values())
         queries = [
             Message(RecordDict(), dst_node_id=n, message_type=MessageType.QUERY) for n in nodes
         ]

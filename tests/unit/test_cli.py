@@ -12,9 +12,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from phalanx.cli import Format, _progress, app
 from phalanx.data import DATASETS_DIR_ENV
 from phalanx.settings import get_settings
+from phalanx_cli.main import app
+from phalanx_cli.output import Format, round_progress
 from tests.configs import small_config
 from tests.reports import round_report
 
@@ -22,7 +23,7 @@ from tests.reports import round_report
 def _shown(output: Format, *, terminal: bool) -> str:
     buffer = io.StringIO()
     out = Console(file=buffer, force_terminal=terminal, width=120)
-    with _progress(small_config(rounds=3), output, out) as (_, on_round):
+    with round_progress(small_config(rounds=3), output, out) as (_, on_round):
         on_round(round_report(1, accuracy=0.5, flagged=(2, 5)))
         on_round(round_report(2, accuracy=0.625))
     return buffer.getvalue()
@@ -122,3 +123,14 @@ def test_the_coordinator_fails_a_claimed_run_with_bad_data_before_starting_it(
             "data refused: npz:mine.npz[y_train]: labels run 1..10 with no 0; "
             "labels are 0..C-1: subtract 1, or state data.num_classes"
         )
+
+
+def test_run_refuses_a_deployment_config_before_recording_anything(workdir: Path) -> None:
+    config = small_config(attack={"name": None, "q": 0}, deployment={"backend": "deployment"})
+    path = workdir / "deployed.json"
+    path.write_text(config.model_dump_json())
+    result = CliRunner().invoke(app, ["run", str(path)])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {path}: deployment.backend is 'deployment': queue it through")
+    assert not (workdir / "phalanx.db").exists()

@@ -9,8 +9,8 @@ import typer
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
-from phalanx.cli import app
-from phalanx.cli_errors import DEBUG_ENV, RefusedError, ReportingGroup, one_line
+from phalanx_cli.errors import DEBUG_ENV, RefusedError, ReportingGroup, one_line
+from phalanx_cli.main import app
 
 
 class _Section(BaseModel):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from flwr.app import ConfigRecord, Context, Error, Message, RecordDict
+from flwr.app import ConfigRecord, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.supercore.task_identity import TaskIdentity
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,62 +16,18 @@ from phalanx.flower.records import REPLY
 from phalanx.flower.transport import GridTransport
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run
-from phalanx_clients.app import build_client_app
+from phalanx_clients.app import SimulatedWorkers, build_client_app
 from tests.configs import small_config
+from tests.fake_grid import FakeGrid, Rewrite, server_task_identity, untouched
 
 RUN_ID = "run-over-a-grid"
 NODE_BASE = 2**63  # Flower node ids are unsigned 64-bit
 
-Rewrite = Callable[[int, Message], Message]
-
 
 @pytest.fixture(autouse=True)
-def server_task_identity() -> Iterator[None]:
-    """Flower stamps instruction messages with the ServerApp's identity; play that process."""
-    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
-    yield
-    TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
-
-
-def untouched(worker: int, reply: Message) -> Message:
-    return reply
-
-
-class FakeGrid:
-    """A test double of Flower's Grid: runs the real ClientApp on each message as it is pushed.
-
-    ``rewrite`` may replace any worker's reply, as a Byzantine worker (or a broken
-    network) could.
-    """
-
-    def __init__(self, app: ClientApp, num_workers: int, rewrite: Rewrite = untouched) -> None:
-        self.app = app
-        self.rewrite = rewrite
-        self.contexts = {
-            NODE_BASE + w: Context(
-                run_id=1, node_id=NODE_BASE + w, node_config={}, state=RecordDict(), run_config={}
-            )
-            for w in range(num_workers)
-        }
-        self.replies: dict[str, Message] = {}
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.contexts)
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        ids = []
-        for message in messages:
-            message_id = uuid.uuid4().hex
-            message.metadata.__dict__["_message_id"] = message_id
-            node = message.metadata.dst_node_id
-            reply = self.app(message=message, context=self.contexts[node])
-            self.replies[message_id] = self.rewrite(node - NODE_BASE, reply)
-            ids.append(message_id)
-        return ids
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        return [self.replies.pop(i) for i in list(message_ids) if i in self.replies]
+def _server_task_identity() -> Iterator[None]:
+    with server_task_identity():
+        yield
 
 
 def run_over_grid(
@@ -85,8 +39,8 @@ def run_over_grid(
         def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
             reports.append(report)
 
-    grid = FakeGrid(app or build_client_app(), config.assignment.num_workers, rewrite)
     nodes = {w: NODE_BASE + w for w in range(config.assignment.num_workers)}
+    grid = FakeGrid(app or build_client_app(), nodes.values(), rewrite)
     transport = GridTransport(grid, nodes, config.model_dump_json(), poll_interval=0.0)  # type: ignore[arg-type]
     execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
     return reports
@@ -157,7 +111,7 @@ def test_every_worker_failing_alike_fails_the_run_naming_the_cause() -> None:
     def red_team_that_cannot_load(config: RunConfig) -> None:
         raise ModuleNotFoundError("No module named 'lab_attacks'")
 
-    app = build_client_app(red_team=red_team_that_cannot_load)
+    app = build_client_app(SimulatedWorkers(red_team=red_team_that_cannot_load))
     with pytest.raises(RunFailedError) as failure:
         run_over_grid(honest_config(), app=app)
     assert str(failure.value) == (

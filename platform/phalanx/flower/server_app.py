@@ -1,52 +1,156 @@
-"""The Phalanx ServerApp: the coordinator's round loop over Flower's ``Grid``."""
+"""The Phalanx ServerApp: the coordinator's round loop over Flower's ``Grid``.
+
+One module for every way Flower runs Phalanx:
+
+- :data:`app`, the component that ``flwr run .`` loads (``[tool.flwr.app.components]``
+  in pyproject.toml) and that the deployment's Flower app names
+  (:mod:`phalanx.flower.deployment.flower_app`). Its Flower run config says what to run:
+
+  * ``phalanx-run-id`` and ``phalanx-claimer``: a run queued in the database and
+    claimed by ``phalanx coordinator``, on the enrolled clients connected to the
+    SuperLink (:class:`~phalanx.runs.enrolled.EnrolledRoster`);
+  * otherwise ``run-config``, a run config file (``flwr run . --run-config
+    'run-config="examples/demo.toml"'``; a relative path is resolved against the
+    SuperLink's working directory): a new simulated run, recorded in
+    ``PHALANX_DATABASE_URL``, on as many nodes as the config has workers.
+
+- :func:`build_server_app`, the ServerApp of Flower's simulation engine
+  (:mod:`phalanx.flower.simulation`), which hands the coordinator to its caller.
+
+Either way :class:`GridFederation` seats the roster on the Grid's nodes
+(:func:`phalanx.roster.wait_for_roster`, the one way of waiting for nodes) and
+the executor (:func:`phalanx.runs.executor.execute`) drives the run.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from phalanx.attacks import check_attack
+from phalanx.config import RunConfig, load_run_config
 from phalanx.coordinator import Transport
+from phalanx.flower.deployment.binding import NodeBindingTransport
+from phalanx.flower.deployment.flower_app import DeployedRunRequest
 from phalanx.flower.transport import GridTransport
+from phalanx.roster import RosterSource, SimulatedRoster, wait_for_roster
+from phalanx.runs.enrolled import EnrolledRoster
+from phalanx.runs.executor import Drive, execute
+from phalanx.runs.recorder import claimer_name, create_simulated_run
+from phalanx.settings import get_settings
+from phalanx.store import make_engine, migrate, session_factory
 
-RunWithTransport = Callable[[Transport], None]
+__all__ = ["DEFAULT_RUN_CONFIG", "GridFederation", "app", "build_server_app"]
+
+DEFAULT_RUN_CONFIG = "examples/demo.toml"
+"""The run config file ``flwr run .`` runs when its run config names none."""
 
 
-def wait_for_nodes(grid: Grid, count: int, *, timeout: float = 300.0) -> list[int]:
-    """Block until ``count`` nodes are connected; return their ids in a stable order.
+@dataclass(frozen=True)
+class GridFederation:
+    """The nodes connected to a running ServerApp's Grid, and a transport to them.
 
-    Raises
-    ------
-    TimeoutError
-        When fewer than ``count`` nodes connected within ``timeout`` seconds.
+    Parameters
+    ----------
+    grid : Grid
+        Flower's grid of the running ServerApp.
+    poll_interval : float
+        Seconds between looks at the connected nodes while waiting for them.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        nodes = sorted(grid.get_node_ids())
-        if len(nodes) >= count:
-            return nodes[:count]
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {len(nodes)} of {count} workers connected in {timeout} s")
-        time.sleep(0.2)
 
+    grid: Grid
+    poll_interval: float = 0.2
 
-def build_server_app(
-    run: RunWithTransport, *, num_workers: int, run_config_json: str, round_timeout: float = 600.0
-) -> ServerApp:
-    """Build a ServerApp that maps connected nodes to workers and hands ``run`` a transport.
+    def connect(self, config: RunConfig, roster: RosterSource, drive: Drive) -> None:
+        """Wait for the roster's nodes, then drive the coordinator over a Grid transport.
 
-    Worker ``i`` is the node with the ``i``-th smallest node id.
-    """
-    app = ServerApp()
-
-    @app.main()
-    def main(grid: Grid, context: Context) -> None:
-        nodes = wait_for_nodes(grid, num_workers)
-        transport = GridTransport(
-            grid, dict(enumerate(nodes)), run_config_json, timeout=round_timeout
+        The run config's ``deployment.nodes_timeout_s`` and
+        ``deployment.round_timeout_s`` bound the wait for nodes and for each
+        round's replies. Workers that sign their node id (enrolled clients)
+        have it checked on every reply (:mod:`phalanx.flower.deployment.binding`).
+        """
+        seated = wait_for_roster(
+            self.grid.get_node_ids,
+            roster,
+            config.assignment.num_workers,
+            timeout=config.deployment.nodes_timeout_s,
+            interval=self.poll_interval,
         )
-        run(transport)
+        transport: Transport = GridTransport(
+            self.grid,
+            seated.node_of_worker,
+            config.model_dump_json(),
+            timeout=config.deployment.round_timeout_s,
+        )
+        if seated.binds_nodes:
+            transport = NodeBindingTransport(transport, seated.members, seated.node_of_worker)
+        drive(seated, transport)
 
-    return app
+
+def build_server_app(config: RunConfig, roster: RosterSource, drive: Drive) -> ServerApp:
+    """Build a ServerApp that seats ``roster`` on its Grid's nodes and calls ``drive``."""
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid: Grid, context: Context) -> None:
+        GridFederation(grid).connect(config, roster, drive)
+
+    return server_app
+
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Execute the run the Flower run config names: a claimed run, or a config file's."""
+    run_config = context.run_config
+    if DeployedRunRequest.names_a_run(run_config):
+        _execute_claimed(grid, DeployedRunRequest.from_run_config(run_config))
+    else:
+        _execute_config_file(grid, Path(str(run_config.get("run-config", DEFAULT_RUN_CONFIG))))
+
+
+def _execute_claimed(grid: Grid, request: DeployedRunRequest) -> None:
+    """Execute a run claimed by ``phalanx coordinator`` on the enrolled clients."""
+    settings = get_settings()
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        sessions = session_factory(engine)
+        execute(
+            sessions,
+            request.run_id,
+            transport=GridFederation(grid),
+            roster=EnrolledRoster(sessions),
+            claimer=request.claimer,
+            checkpoint_dir=settings.checkpoint_dir,
+        )
+    finally:
+        engine.dispose()
+
+
+def _execute_config_file(grid: Grid, path: Path) -> None:
+    """Record a new simulated run from a config file and execute it on the connected nodes."""
+    config = load_run_config(path)
+    check_attack(config.attack)  # a bad attack fails here, not in every ClientApp
+    settings = get_settings()
+    url = settings.resolved_database_url
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    try:
+        sessions = session_factory(engine)
+        claimer = claimer_name()
+        run_id = create_simulated_run(sessions, config, claimer)
+        execute(
+            sessions,
+            run_id,
+            transport=GridFederation(grid),
+            roster=SimulatedRoster(run_id),
+            claimer=claimer,
+            checkpoint_dir=settings.checkpoint_dir,
+        )
+    finally:
+        engine.dispose()

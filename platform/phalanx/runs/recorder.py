@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
@@ -204,25 +205,31 @@ def load_checkpoint(sessions: sessionmaker[Session], run_id: str) -> tuple[int, 
 
 
 def stored_summary(sessions: sessionmaker[Session], run_id: str) -> RunSummary:
-    """Summarise a run from its rows in the database."""
+    """Summarise a run from its rows in the database (the same way for every backend)."""
     with read_session(sessions) as session:
         run = runs.get_run(session, run_id)
         config = RunConfig.model_validate(run.config)
         rows = list(rounds.list_rounds(session, run_id))
-        flagged = [
-            e.worker
-            for e in session.query(DetectionEvent).filter(
-                DetectionEvent.run_id == run_id, DetectionEvent.kind.in_(DETECTION_KINDS)
-            )
-            if e.worker is not None
-        ]
+        of_run = DetectionEvent.run_id == run_id
+        flagged = session.scalars(
+            select(DetectionEvent.client_id)
+            .where(of_run, DetectionEvent.kind.in_(DETECTION_KINDS))
+            .where(DetectionEvent.client_id.is_not(None))
+            .distinct()
+        ).all()
+        refused = session.execute(
+            select(DetectionEvent.kind, func.count())
+            .where(of_run, DetectionEvent.kind.not_in(DETECTION_KINDS))
+            .group_by(DetectionEvent.kind)
+        ).all()
         last: Round | None = rows[-1] if rows else None
         return build_summary(
             config,
             run_id,
             rounds=len(rows),
             final_accuracy=float(last.metrics.get("accuracy", 0.0)) if last else 0.0,
-            flagged_workers=flagged,
+            flagged=[c for c in flagged if c is not None],
+            refused={kind: count for kind, count in refused},
             bytes_up=sum(r.bytes_up for r in rows),
             bytes_down=sum(r.bytes_down for r in rows),
             model_digest=(last.model_digest or "") if last else "",

@@ -9,11 +9,9 @@ Modules, one concept each (import them directly; this package imports nothing):
 - :mod:`~phalanx.flower.deployment.node_config`: who a SuperNode's ClientApp is.
 - :mod:`~phalanx.flower.deployment.control`: Flower's Control API through the ``flwr`` CLI.
 - :mod:`~phalanx.flower.deployment.admission`: approved clients' keys registered with the SuperLink.
-- :mod:`~phalanx.flower.deployment.roster`: approved, online clients mapped to workers.
 - :mod:`~phalanx.flower.deployment.binding`: each signed reply bound to its Flower node.
-- :mod:`~phalanx.flower.deployment.flower_app`, :mod:`~phalanx.flower.deployment.server_app`,
-  :mod:`~phalanx.flower.deployment.execute`, :mod:`~phalanx.flower.deployment.summary`: the app a
-  SuperLink runs for a Phalanx run, and how it records the run.
-- :mod:`~phalanx.flower.deployment.backend`: ``run_on_superlink``, what ``flwr run`` does, followed
-  to the end.
+- :mod:`~phalanx.flower.deployment.flower_app`: the Flower app a SuperLink runs for a Phalanx run
+  (its ServerApp is :mod:`phalanx.flower.server_app`, its ClientApp :mod:`phalanx_clients.app`).
+- :mod:`~phalanx.flower.deployment.backend`: the dispatcher's deployment backend, and
+  ``run_on_superlink``, what ``flwr run`` does, followed to the end.
 """

@@ -5,7 +5,7 @@ if its public key was registered through the Control API, and Flower assigns
 the node id at that moment. Phalanx registers a client's key (the same EC key
 it registered over REST) when the client is approved, and stores the node id
 as ``clients.flower_node_id``; the deployed ServerApp gives work only to
-approved clients under those node ids (:mod:`phalanx.flower.deployment.roster`).
+approved clients under those node ids (:mod:`phalanx.runs.enrolled`).
 
 Two facts of Flower 1.42 shape the life cycle:
 

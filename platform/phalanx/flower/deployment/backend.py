@@ -1,4 +1,10 @@
-"""The deployment backend: a Phalanx run executed on a Flower SuperLink.
+"""The deployment backend: Phalanx runs executed on a Flower SuperLink.
+
+:class:`DeploymentBackend` is the dispatcher's backend for runs whose
+``deployment.backend`` is ``deployment`` (:mod:`phalanx.runs.dispatcher`): on
+every turn of the loop it brings the SuperLink's registered keys in line with the
+approved clients (:func:`~phalanx.flower.deployment.admission.reconcile`), and it
+executes each claimed run on the SuperLink, or on the one its config names.
 
 :func:`run_on_superlink` does what ``flwr run APP SUPERLINK`` does, with
 Phalanx's app (:mod:`phalanx.flower.deployment.flower_app`), then follows the Flower
@@ -7,8 +13,10 @@ run to its end:
 1. The Phalanx run is claimed (created first when no run id is given).
 2. ``flwr run`` submits the app; its run config names the Phalanx run and the
    lease. The SuperLink starts the ServerApp
-   (:mod:`phalanx.flower.deployment.server_app`), which records every round through
-   ``PHALANX_DATABASE_URL`` and finishes the run.
+   (:mod:`phalanx.flower.server_app`), which records every round through
+   ``PHALANX_DATABASE_URL`` and finishes the run; the run config's
+   ``deployment.nodes_timeout_s`` and ``deployment.round_timeout_s`` bound its
+   wait for clients and for each round.
 3. Meanwhile this process streams the run's log (``flwr log --stream``) to a
    file and heartbeats the lease. An operator's cancel reaches the ServerApp
    between rounds; if the ServerApp has not ended the run ``cancel_grace``
@@ -21,24 +29,31 @@ run to its end:
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.flower.deployment.control import FlowerControl, FlowerRun
+from phalanx.flower.deployment.admission import reconcile
+from phalanx.flower.deployment.control import (
+    ControlError,
+    FlowerControl,
+    FlowerRun,
+    SuperLinkConnection,
+)
 from phalanx.flower.deployment.flower_app import APP_NAME, DeployedRunRequest, write_flower_app
 from phalanx.flower.deployment.processes import ManagedProcess
-from phalanx.flower.deployment.summary import finish_deployed
+from phalanx.runs.recorder import finish
 from phalanx.store import LeaseLostError, RunStatus, runs
 
-__all__ = ["DeployedRun", "create_deployed_run", "run_on_superlink"]
+__all__ = ["DeployedRun", "DeploymentBackend", "create_deployed_run", "run_on_superlink"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,86 @@ class DeployedRun:
     log_path: Path
 
 
+@dataclass
+class DeploymentBackend:
+    """Admits approved clients to a SuperLink and executes claimed runs on it.
+
+    Parameters
+    ----------
+    sessions : sessionmaker
+        The Phalanx database.
+    control : FlowerControl
+        The SuperLink's Control API.
+    log_dir : Path
+        Each Flower run's log goes here.
+    report : callable
+        Receives one line per admission event.
+    """
+
+    sessions: sessionmaker[Session]
+    control: FlowerControl
+    log_dir: Path
+    report: Callable[[str], None] = print
+    refused: set[str] = field(default_factory=set)
+
+    def poll(self) -> None:
+        """Admit approved clients (every turn of the dispatcher loop)."""
+        self.admit()
+
+    def admit(self) -> None:
+        """Bring the SuperLink's registered keys in line with the approved clients.
+
+        A client the SuperLink refuses is reported once, not on every poll.
+        """
+        try:
+            done = reconcile(self.sessions, self.control, skip=self.refused)
+        except ControlError as exc:
+            self.report(f"cannot reach the SuperLink's Control API: {exc}")
+            return
+        for client_id, node_id in done.admitted.items():
+            self.report(f"client {client_id} admitted to the SuperLink as node {node_id}")
+        for client_id, node_id in done.banned.items():
+            self.report(f"client {client_id} banned: node {node_id} unregistered")
+        for client_id, reason in done.errors.items():
+            self.refused.add(client_id)
+            self.report(f"client {client_id} not admitted: {reason}")
+
+    def check(self, config: RunConfig) -> None:
+        """Nothing to check here: the data lives with the clients."""
+
+    def execute(
+        self, run_id: str, config: RunConfig, *, claimer: str, alive: Callable[[], None]
+    ) -> str:
+        """Execute a claimed run on its SuperLink; return how it ended, in one line."""
+        result = run_on_superlink(
+            config,
+            self.control_for(config.deployment.superlink),
+            sessions=self.sessions,
+            claimer=claimer,
+            run_id=run_id,
+            log_dir=self.log_dir,
+            on_heartbeat=alive,
+        )
+        return (
+            f"run {run_id} {result.status.value} (Flower run {result.flower_run_id}: "
+            f"{result.flower_status})" + (f": {result.error}" if result.error else "")
+        )
+
+    def control_for(self, address: str | None) -> FlowerControl:
+        """Return the Control API of the SuperLink at ``address`` (this backend's by default).
+
+        Another SuperLink is trusted through the same CA certificate, with a Flower
+        home of its own beside this one's.
+        """
+        connection = self.control.connection
+        if address is None or address == connection.address:
+            return self.control
+        home = self.control.home.with_name(
+            f"{self.control.home.name}-{re.sub(r'[^A-Za-z0-9.-]', '_', address)}"
+        )
+        return FlowerControl(SuperLinkConnection(address, connection.root_certificates), home)
+
+
 def create_deployed_run(sessions: sessionmaker[Session], config: RunConfig, claimer: str) -> str:
     """Create a run from ``config`` and claim it for ``claimer``; return its id."""
     with sessions.begin() as session:
@@ -91,8 +186,6 @@ def run_on_superlink(
     claimer: str,
     run_id: str | None = None,
     log_dir: Path,
-    nodes_timeout: float = 600.0,
-    round_timeout: float = 600.0,
     heartbeat: float = 5.0,
     cancel_grace: float = 60.0,
     on_status: Callable[[FlowerRun], None] | None = None,
@@ -114,8 +207,6 @@ def run_on_superlink(
         A run claimed already (``phalanx coordinator``); a new one otherwise.
     log_dir : Path
         The Flower run's log goes to ``log_dir / f"{run_id}.log"``.
-    nodes_timeout, round_timeout : float
-        Passed to the ServerApp: seconds to wait for clients, and for one round.
     heartbeat : float
         Seconds between heartbeats of the lease.
     cancel_grace : float
@@ -134,9 +225,7 @@ def run_on_superlink(
     """
     if run_id is None:
         run_id = create_deployed_run(sessions, config, claimer)
-    request = DeployedRunRequest(
-        run_id=run_id, claimer=claimer, nodes_timeout=nodes_timeout, round_timeout=round_timeout
-    )
+    request = DeployedRunRequest(run_id=run_id, claimer=claimer)
     log_path = log_dir / f"{run_id}.log"
     try:
         with tempfile.TemporaryDirectory(prefix="phalanx-fab-") as folder:
@@ -145,7 +234,7 @@ def run_on_superlink(
             overrides.write_text(request.to_toml(), encoding="utf-8")
             flower_run_id = control.start_run(app, overrides)
     except Exception as exc:
-        finish_deployed(
+        finish(
             sessions, run_id, RunStatus.FAILED, claimer=claimer, error=f"SuperLink refused: {exc}"
         )
         raise
@@ -257,7 +346,7 @@ def _conclude(
                 f"the run{': ' + flower.details if flower.details else ''}; see {log}"
             )
         )
-        summary = finish_deployed(sessions, run_id, status, claimer=claimer, error=error)
+        summary = finish(sessions, run_id, status, claimer=claimer, error=error).to_dict()
     return DeployedRun(
         run_id=run_id,
         flower_run_id=flower.run_id,

@@ -27,19 +27,19 @@ __all__ = [
     "write_flower_app",
 ]
 
-SERVER_APP = "phalanx.flower.deployment.server_app:app"
-CLIENT_APP = "phalanx_clients.deployment:app"
+SERVER_APP = "phalanx.flower.server_app:app"
+CLIENT_APP = "phalanx_clients.app:enrolled_app"
 APP_NAME = "phalanx-deployment"
 
 RUN_ID_KEY = "phalanx-run-id"
 CLAIMER_KEY = "phalanx-claimer"
-NODES_TIMEOUT_KEY = "phalanx-nodes-timeout"
-ROUND_TIMEOUT_KEY = "phalanx-round-timeout"
 
 
 @dataclass(frozen=True)
 class DeployedRunRequest:
     """What one Flower run asks the Phalanx ServerApp to do.
+
+    The run's own configuration, its timeouts included, stays in the database.
 
     Parameters
     ----------
@@ -47,16 +47,10 @@ class DeployedRunRequest:
         The Phalanx run, claimed already.
     claimer : str
         The lease the ServerApp works under.
-    nodes_timeout : float
-        Seconds to wait for enough approved clients to come online.
-    round_timeout : float
-        Seconds to wait for one round's replies.
     """
 
     run_id: str
     claimer: str
-    nodes_timeout: float = 600.0
-    round_timeout: float = 600.0
 
     def to_toml(self) -> str:
         """Render the run config overrides file for ``flwr run --run-config FILE``."""
@@ -65,10 +59,13 @@ class DeployedRunRequest:
             for key, value in (
                 (RUN_ID_KEY, json.dumps(self.run_id)),
                 (CLAIMER_KEY, json.dumps(self.claimer)),
-                (NODES_TIMEOUT_KEY, repr(float(self.nodes_timeout))),
-                (ROUND_TIMEOUT_KEY, repr(float(self.round_timeout))),
             )
         )
+
+    @staticmethod
+    def names_a_run(run_config: Mapping[str, object]) -> bool:
+        """Whether a Flower run config carries a request (this app's config always does)."""
+        return RUN_ID_KEY in run_config
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, object]) -> DeployedRunRequest:
@@ -87,12 +84,7 @@ class DeployedRunRequest:
                 f"run config lacks {RUN_ID_KEY} or {CLAIMER_KEY}; deployed runs are started by "
                 "`phalanx coordinator` (or phalanx.flower.deployment.backend.run_on_superlink)"
             )
-        return cls(
-            run_id=run_id,
-            claimer=claimer,
-            nodes_timeout=_seconds(run_config, NODES_TIMEOUT_KEY, cls.nodes_timeout),
-            round_timeout=_seconds(run_config, ROUND_TIMEOUT_KEY, cls.round_timeout),
-        )
+        return cls(run_id=run_id, claimer=claimer)
 
 
 def write_flower_app(folder: Path) -> Path:
@@ -130,13 +122,6 @@ clientapp = "{CLIENT_APP}"
         encoding="utf-8",
     )
     return folder
-
-
-def _seconds(run_config: Mapping[str, object], key: str, default: float) -> float:
-    value = run_config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"run config {key} must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 def _version() -> str:

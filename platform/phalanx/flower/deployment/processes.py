@@ -3,7 +3,7 @@
 Flower's ``flower-superlink`` and ``flower-supernode`` start helpers of their own
 (``flower-superexec``, which starts ``flwr-serverapp`` and ``flwr-clientapp``),
 some in a session of their own. :meth:`ManagedProcess.stop` therefore notes the
-whole process tree first (from ``/proc``), then signals the process and each
+whole process tree first (with ``psutil``), then signals the process and each
 noted descendant by its pid, checking each pid's start time so that a pid the
 kernel reused for an unrelated process is never signalled.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +19,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 __all__ = [
     "FLOWER_QUIET_ENV",
@@ -40,17 +41,29 @@ class ProcessFailedError(RuntimeError):
     """A process exited, or never became ready; the message ends with its log."""
 
 
+_GONE = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
+
+
 @dataclass(frozen=True)
 class ProcessId:
     """A process as the kernel knows it: its pid and its start time (pids get reused)."""
 
     pid: int
-    started: int  # clock ticks after boot, field 22 of /proc/PID/stat
+    started: float  # psutil's create_time(): seconds since the epoch
 
     def alive(self) -> bool:
         """Whether this very process still runs (a zombie does not)."""
-        stat = _stat(self.pid)
-        return stat is not None and stat[1] == self.started
+        return self.process() is not None
+
+    def process(self) -> psutil.Process | None:
+        """Return this very process; ``None`` once it is gone (never one that took its pid)."""
+        try:
+            process = psutil.Process(self.pid)
+            if process.create_time() != self.started or process.status() in _GONE:
+                return None
+        except psutil.Error:  # gone, or not ours to look at
+            return None
+        return process
 
 
 @dataclass
@@ -110,11 +123,13 @@ class ManagedProcess:
         """
         tree = _descendants(self.pid) if self.running() else []
         if self.running():
-            _signal(self.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.terminate()
             try:
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
-                _signal(self.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    self.popen.kill()
                 self.popen.wait()
         tree += [p for t in tree for p in _descendants(t.pid) if p not in tree]
         _stop_all(tree, timeout)
@@ -214,48 +229,32 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """Parent pid and start time of ``pid``, or ``None`` when it is gone (or a zombie)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[1]), int(fields[19])
-
-
 def _descendants(root: int) -> list[ProcessId]:
-    """Every live descendant of ``root`` with its start time (Linux ``/proc``)."""
-    children: dict[int, list[ProcessId]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        stat = _stat(int(entry.name))
-        if stat is not None:
-            children.setdefault(stat[0], []).append(ProcessId(int(entry.name), stat[1]))
+    """Every live descendant of ``root``, with its start time."""
+    try:
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.Error:
+        return []
     found: list[ProcessId] = []
-    frontier = [root]
-    while frontier:
-        for child in children.get(frontier.pop(), []):
-            found.append(child)
-            frontier.append(child.pid)
+    for child in children:
+        try:
+            if child.status() not in _GONE:
+                found.append(ProcessId(child.pid, child.create_time()))
+        except psutil.Error:  # it ended meanwhile
+            continue
     return found
 
 
-def _signal(pid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
-
-
 def _stop_all(processes: Sequence[ProcessId], timeout: float) -> None:
-    for process in processes:
-        if process.alive():
-            _signal(process.pid, signal.SIGTERM)
+    """SIGTERM each process that is still the one noted, then SIGKILL what outlives ``timeout``."""
+    for noted in processes:
+        if (process := noted.process()) is not None:
+            with contextlib.suppress(psutil.Error):
+                process.terminate()
     deadline = time.monotonic() + timeout
     while any(p.alive() for p in processes) and time.monotonic() < deadline:
         time.sleep(0.1)
-    for process in processes:
-        if process.alive():
-            _signal(process.pid, signal.SIGKILL)
+    for noted in processes:
+        if (process := noted.process()) is not None:
+            with contextlib.suppress(psutil.Error):
+                process.kill()

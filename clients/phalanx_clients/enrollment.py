@@ -19,7 +19,9 @@ from typing import Any
 import httpx
 
 from phalanx.identity import PrivateKey, public_key_to_openssh, sign_challenge
-from phalanx_api.paths import API_PREFIX
+
+API_PREFIX = "/api/v1"
+"""Where the control plane serves its REST API (part of the wire format, as the README says)."""
 
 #: Seconds to wait for the control plane.
 DEFAULT_TIMEOUT_S = 30.0

@@ -1,9 +1,9 @@
-"""The served demo: the control plane, a coordinator, and a run queued through the API.
+"""``phalanx demo``: the control plane, a coordinator, and a run queued through the API.
 
-``phalanx demo`` starts the API and dashboard in this process, creates an
-admin key, queues the demo run with ``POST /api/v1/runs`` like any operator
-would, claims and executes it as ``phalanx coordinator`` does, and keeps the
-dashboard up until Ctrl-C.
+By default ``phalanx demo`` starts the API and dashboard in this process,
+creates an admin key, queues the demo run with ``POST /api/v1/runs`` like any
+operator would, claims and executes it as ``phalanx coordinator`` does, and
+keeps the dashboard up until Ctrl-C. ``--no-serve`` runs the demo and exits.
 """
 
 from __future__ import annotations
@@ -11,28 +11,85 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
-import uvicorn
+import typer
 
-from phalanx.config import RunConfig
-from phalanx.reports import RoundReport
-from phalanx.runs.recorder import claimer_name, register_simulated_clients
-from phalanx.runs.service import run_recorded
-from phalanx.runs.summary import RunSummary
-from phalanx.store import Role, keys, make_engine, migrate, runs, session_factory
-from phalanx_api.main import create_app
-from phalanx_api.settings import ApiSettings
+from phalanx_cli.inputs import check_simulated, checked_data, load_config
+from phalanx_cli.output import Format, FormatOption, console, print_summary, round_progress
+from phalanx_cli.runs import simulate
+
+if TYPE_CHECKING:
+    from phalanx.config import RunConfig
+    from phalanx.reports import RoundReport
+    from phalanx.runs.summary import RunSummary
+    from phalanx_api.settings import ApiSettings
+
+DEMO_CONFIG = Path(__file__).with_name("demo.toml")
+"""K = 15 workers, STS(15) assignment, 3 ALIE adversaries, Fashion-MNIST CNN."""
 
 Say = Callable[[str], None]
+
+
+def demo(
+    output: FormatOption = Format.TABLE,
+    serve: Annotated[
+        bool, typer.Option("--serve/--no-serve", help="Serve the dashboard (default).")
+    ] = True,
+    config: Annotated[
+        Path | None, typer.Option(help="Another run config, e.g. examples/quick-digits.toml.")
+    ] = None,
+) -> None:
+    """K = 15 workers, STS(15) assignment, 3 ALIE adversaries, Fashion-MNIST CNN.
+
+    By default the API and dashboard are served, the run is queued through the
+    API and coordinated by this process, and the dashboard stays up until
+    Ctrl-C; ``--no-serve`` runs the demo and exits, for scripts.
+    """
+    path = config or DEMO_CONFIG
+    run_config = load_config(path)
+    check_simulated(run_config, source=str(path))
+    checked_data(run_config)
+    if not serve:
+        print_summary(simulate(run_config, resume=None, output=output), output)
+        return
+    from phalanx_api.settings import get_api_settings
+
+    settings = get_api_settings()
+    with round_progress(run_config, output) as (progress, on_round):
+
+        def until_interrupted(summary: RunSummary) -> None:
+            progress.stop()
+            print_summary(summary, output)
+            url = f"http://{settings.api_host}:{settings.api_port}/"
+            console.print(f"The dashboard stays up at {url} until Ctrl-C.")
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                console.print("stopping")
+
+        serve_demo(
+            run_config,
+            settings,
+            say=console.print,
+            on_round=on_round,
+            keep_serving=until_interrupted,
+        )
 
 
 class DemoServer:
     """The API and dashboard, served from a background thread."""
 
     def __init__(self, settings: ApiSettings, host: str, port: int) -> None:
+        import uvicorn
+
+        from phalanx_api.main import create_app
+
         config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
-        self.server = uvicorn.Server(config)
+        self.server: uvicorn.Server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="phalanx-api", daemon=True)
         self.url = f"http://{host}:{port}"
 
@@ -99,6 +156,12 @@ def serve_demo(
         Receives the run's summary and blocks while the dashboard should stay
         up (until Ctrl-C).
     """
+    from phalanx.flower.simulation import SimulationEngine
+    from phalanx.roster import SimulatedRoster
+    from phalanx.runs.executor import execute
+    from phalanx.runs.recorder import claimer_name, register_simulated_clients
+    from phalanx.store import Role, keys, make_engine, migrate, runs, session_factory
+
     url = settings.resolved_database_url
     migrate.upgrade(url)
     sessions = session_factory(make_engine(url))
@@ -120,10 +183,11 @@ def serve_demo(
             claimed = runs.start_run(session, run_id, claimer)
             assert claimed.id == run_id
         register_simulated_clients(sessions, run_id, config)
-        summary = run_recorded(
+        summary = execute(
             sessions,
             run_id,
-            config,
+            transport=SimulationEngine(),
+            roster=SimulatedRoster(run_id),
             claimer=claimer,
             checkpoint_dir=settings.checkpoint_dir,
             on_round=on_round,

@@ -1,40 +1,63 @@
-"""A run that lives in the database: recorded, cancelled between rounds, claimed by a service."""
+"""The one executor: a run that lives in the database, recorded round by round to its end."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from typer.testing import CliRunner
+from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.cli import app as cli_app
+from phalanx.attacks import load_attack
+from phalanx.config import RunConfig
+from phalanx.data import load_dataset
+from phalanx.flower.server_app import GridFederation
+from phalanx.identity import generate_private_key, public_key_fingerprint, public_key_to_pem
 from phalanx.reports import RoundReport
+from phalanx.roster import SimulatedRoster
+from phalanx.runs.enrolled import EnrolledRoster
+from phalanx.runs.executor import execute
 from phalanx.runs.recorder import (
+    CheckpointError,
     StoreRecorder,
     claimer_name,
     create_simulated_run,
     load_checkpoint,
     stored_summary,
 )
-from phalanx.runs.service import run_recorded
-from phalanx.store import DetectionEvent, Run, make_engine, migrate, runs, session_factory
+from phalanx.store import (
+    ClientStatus,
+    DetectionEvent,
+    Run,
+    RunStatus,
+    clients,
+    make_engine,
+    migrate,
+    runs,
+    session_factory,
+)
 from phalanx.store.retry import DatabaseUnavailableError
+from phalanx_clients.behaviour import Behaviour, RedTeam
+from phalanx_clients.inprocess import InProcessTransport
+from phalanx_clients.worker import Worker
 from tests.clock import FakeClock
 from tests.configs import small_config
 from tests.inprocess import inprocess_transport
 from tests.integration.conftest import WriteLock
-from tests.plugin_files import TOUCH_ON_IMPORT, PluginFiles
 from tests.reports import round_report
 
 #: Short enough that a write blocked by the test's lock fails at once.
 SHORT_LOCK_TIMEOUT_S = 0.05
 
-ROOT = Path(__file__).resolve().parents[2]
+
+class FakeGrid:
+    """A test double of Flower's Grid whose nodes connect but never get a message."""
+
+    def __init__(self, nodes: list[int]) -> None:
+        self.nodes = nodes
+
+    def get_node_ids(self) -> list[int]:
+        return list(self.nodes)
 
 
 def test_recorded_run_writes_rounds_events_and_checkpoint(
@@ -45,10 +68,10 @@ def test_recorded_run_writes_rounds_events_and_checkpoint(
     config = small_config(rounds=2)
     claimer = claimer_name()
     run_id = create_simulated_run(sessions, config, claimer)
-    summary = run_recorded(
+    summary = execute(
         sessions,
         run_id,
-        config,
+        roster=SimulatedRoster(run_id),
         claimer=claimer,
         checkpoint_dir=tmp_path,
         transport=inprocess_transport(config, run_id),
@@ -77,10 +100,10 @@ def test_cancel_takes_effect_between_rounds(sqlite_url: str, tmp_path: Path) -> 
             with sessions.begin() as session:
                 runs.request_cancel(session, run_id)
 
-    summary = run_recorded(
+    summary = execute(
         sessions,
         run_id,
-        config,
+        roster=SimulatedRoster(run_id),
         claimer=claimer,
         checkpoint_dir=tmp_path,
         transport=inprocess_transport(config, run_id),
@@ -109,10 +132,10 @@ def test_a_round_is_recorded_once_the_lock_that_blocked_it_is_released(
             write_lock.release()
 
     clock = FakeClock(on_pause=release_after_three_pauses)
-    summary = run_recorded(
+    summary = execute(
         sessions,
         run_id,
-        config,
+        roster=SimulatedRoster(run_id),
         claimer=claimer,
         checkpoint_dir=tmp_path,
         transport=inprocess_transport(config, run_id),
@@ -144,10 +167,10 @@ def test_a_run_whose_database_stays_locked_ends_failed_with_the_cause_in_one_lin
 
     clock = FakeClock(on_pause=release_once_the_heartbeat_gave_up)
     with pytest.raises(DatabaseUnavailableError):
-        run_recorded(
+        execute(
             sessions,
             run_id,
-            config,
+            roster=SimulatedRoster(run_id),
             claimer=claimer,
             checkpoint_dir=tmp_path,
             transport=inprocess_transport(config, run_id),
@@ -183,66 +206,137 @@ def test_a_round_that_cannot_be_recorded_says_which_and_leaves_no_trace(
     assert load_checkpoint(sessions, run_id) == (1, b"checkpoint")
 
 
-@pytest.mark.slow
-def test_coordinator_service_claims_a_queued_run_and_runs_it(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'phalanx.db'}"
-    migrate.upgrade(url)
-    sessions = session_factory(make_engine(url))
-    config = small_config(rounds=2)
+def _claimed(sessions: sessionmaker[Session], config: RunConfig, claimer: str) -> str:
     with sessions.begin() as session:
-        good = runs.create_run(
-            session, name="good", config=config.model_dump(mode="json"), seed=config.seed
+        run_id = runs.create_run(
+            session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
         ).id
-        bad = runs.create_run(
-            session, name="bad", config={"assignment": {"scheme": "bibd", "num_workers": 8}}, seed=0
-        ).id
-    env = {**os.environ, "PHALANX_DATA_DIR": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, "-m", "phalanx.cli", "coordinator", "--once"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+        runs.start_run(session, run_id, claimer)
+    return run_id
+
+
+def _run_row(sessions: sessionmaker[Session], run_id: str) -> Run:
     with sessions() as session:
-        assert session.get(Run, good).status == "succeeded"  # type: ignore[union-attr]
-        failed = session.get(Run, bad)
-        assert failed is not None and failed.status == "failed"
-        assert "invalid config" in (failed.error or "")
+        run = session.get(Run, run_id)
+        assert run is not None
+        session.expunge(run)
+        return run
 
 
-def test_coordinator_fails_a_claimed_run_whose_attack_the_host_does_not_allow(
-    tmp_path: Path, plugin_files: PluginFiles, allow_attack_plugins: Callable[..., None]
+def test_a_deployed_run_is_executed_on_its_enrolled_clients_and_summarised_without_truth(
+    sqlite_url: str, tmp_path: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'phalanx.db'}"
-    migrate.upgrade(url)
-    sessions = session_factory(make_engine(url))
-    module = plugin_files.module(TOUCH_ON_IMPORT)
-    command = {"args": f"touch {plugin_files.marker}", "shell": True}
-    attacks = [  # queued by an older API, or written into the database by hand
-        {"name": "subprocess:Popen", "q": 1, "params": command},
-        {"name": f"{module}:Attack", "q": 1},
-    ]
+    migrate.upgrade(sqlite_url)
+    sessions = session_factory(make_engine(sqlite_url))
+    config = small_config(
+        rounds=2,
+        assignment={"scheme": "subsets", "num_workers": 3, "r": 2},
+        attack={"name": None, "q": 0},
+        deployment={"backend": "deployment"},
+    )
+    keys = [generate_private_key() for _ in range(3)]
     with sessions.begin() as session:
         ids = [
-            runs.create_run(
+            clients.create_client(
                 session,
-                name="refused",
-                config=small_config(rounds=1, attack=attack).model_dump(mode="json"),
-                seed=0,
+                name=f"client-{node}",
+                public_key=public_key_to_pem(key.public_key()),
+                fingerprint=public_key_fingerprint(key.public_key()),
+                status=ClientStatus.APPROVED,
+                flower_node_id=node,
             ).id
-            for attack in attacks
+            for node, key in enumerate(keys)
         ]
-    env = {"PHALANX_DATA_DIR": str(tmp_path)}
-    result = CliRunner().invoke(cli_app, ["coordinator", "--once"], env=env)
-    assert result.exit_code == 0, result.output
+    liar = Behaviour(RedTeam(frozenset({2}), load_attack("reversed_gradient"), "all"))
+    train = load_dataset(config.data.dataset, "train")
+    workers = {
+        node: Worker(config, train, ids[node], key, liar if node == 2 else None, node_id=node)
+        for node, key in enumerate(keys)
+    }
+    run_id = _claimed(sessions, config, "me")
+
+    summary = execute(
+        sessions,
+        run_id,
+        transport=InProcessTransport(workers),
+        roster=EnrolledRoster(sessions),
+        claimer="me",
+        checkpoint_dir=tmp_path,
+    )
+
+    assert (summary.backend, summary.rounds, summary.flagged) == ("deployment", 2, [ids[2]])
+    assert (summary.precision, summary.recall, summary.adversaries) == (None, None, [])
+    run = _run_row(sessions, run_id)
+    assert run.status == RunStatus.SUCCEEDED and run.summary == summary.to_dict()
     with sessions() as session:
-        for run_id in ids:
-            run = session.get(Run, run_id)
-            assert run is not None and run.status == "failed"
-            assert "invalid config: attack.name" in (run.error or "")
-            assert "not allowed on this host" in (run.error or "")
-    assert not plugin_files.marker.exists() and module not in sys.modules
+        assert all(clients.get_client(session, c).last_seen_at is not None for c in ids)
+
+
+def test_a_run_whose_workers_never_connect_fails_after_the_configs_nodes_timeout(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    migrate.upgrade(sqlite_url)
+    sessions = session_factory(make_engine(sqlite_url))
+    config = small_config(deployment={"nodes_timeout_s": 0.05})
+    run_id = _claimed(sessions, config, "me")
+
+    with pytest.raises(TimeoutError):
+        execute(
+            sessions,
+            run_id,
+            transport=GridFederation(FakeGrid(nodes=[11, 12]), poll_interval=0.01),  # type: ignore[arg-type]
+            roster=SimulatedRoster(run_id),
+            claimer="me",
+            checkpoint_dir=tmp_path,
+        )
+
+    run = _run_row(sessions, run_id)
+    assert run.status == RunStatus.FAILED
+    assert run.error == (
+        "TimeoutError: the run needs 7 workers; after 0 s only 2 SuperNodes were connected; "
+        "with `flwr run`, pass `--federation-config num-supernodes=7`"
+    )
+
+
+def test_a_run_whose_checkpoint_is_gone_fails_saying_which(sqlite_url: str, tmp_path: Path) -> None:
+    migrate.upgrade(sqlite_url)
+    sessions = session_factory(make_engine(sqlite_url))
+    config = small_config(rounds=3)
+    run_id = create_simulated_run(sessions, config, "me")
+    StoreRecorder(sessions, run_id, tmp_path, "me").round_finished(round_report(1), b"model")
+    (tmp_path / run_id / "round-000001.pt").unlink()
+
+    with pytest.raises(CheckpointError):
+        execute(
+            sessions,
+            run_id,
+            transport=inprocess_transport(config, run_id),
+            roster=SimulatedRoster(run_id),
+            claimer="me",
+            checkpoint_dir=tmp_path,
+        )
+
+    run = _run_row(sessions, run_id)
+    assert run.status == RunStatus.FAILED
+    assert run.error == "CheckpointError: checkpoint of round 1 is missing: .../round-000001.pt"
+
+
+def test_workers_of_another_backend_than_the_runs_are_refused(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    migrate.upgrade(sqlite_url)
+    sessions = session_factory(make_engine(sqlite_url))
+    config = small_config()
+    run_id = create_simulated_run(sessions, config, "me")
+
+    with pytest.raises(ValueError, match=r"deployment\.backend is 'simulation'"):
+        execute(
+            sessions,
+            run_id,
+            transport=inprocess_transport(config, run_id),
+            roster=EnrolledRoster(sessions),
+            claimer="me",
+            checkpoint_dir=tmp_path,
+        )
+
+    assert _run_row(sessions, run_id).status == RunStatus.FAILED

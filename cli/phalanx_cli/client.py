@@ -1,0 +1,166 @@
+"""``phalanx client``: this machine as a client: its key pair, its registration, its SuperNode.
+
+``keygen`` writes the key pair (:mod:`phalanx_clients.key_files`), ``register``
+registers it with the control plane over REST and proves possession
+(:mod:`phalanx_clients.enrollment`), and ``start`` replaces this process with the
+client's ``flower-supernode`` (``exec``), which connects once an operator approved
+the client.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from phalanx.flower.deployment.node_config import NodeIdentity
+from phalanx.flower.deployment.supernode import (
+    DEFAULT_RUNTIME_PORT,
+    SuperNodeOptions,
+    supernode_command,
+)
+from phalanx_cli.deploy import RootCertificates, SuperLinkAddress, exec_flower
+from phalanx_cli.output import Format, FormatOption, console, print_json, say
+
+client_app = typer.Typer(
+    help="This machine as a Phalanx client: its key pair, its registration, its SuperNode.",
+    no_args_is_help=True,
+)
+
+
+class CurveChoice(StrEnum):
+    """EC curves a client key can be on."""
+
+    P256 = "P-256"
+    P384 = "P-384"
+
+
+@client_app.command("keygen")
+def client_keygen(
+    out: Annotated[Path, typer.Option(help="Private key file; the public key goes to OUT.pub.")],
+    curve: Annotated[CurveChoice, typer.Option(help="P-256 or P-384.")] = CurveChoice.P256,
+    force: Annotated[bool, typer.Option(help="Overwrite existing files.")] = False,
+) -> None:
+    """Generate the client's key pair (OpenSSH format, usable as the Flower SuperNode key)."""
+    from phalanx_clients.key_files import create_key_files
+
+    try:
+        files = create_key_files(out, curve.value, overwrite=force)
+    except FileExistsError as exc:
+        say(f"{exc.filename} exists; pass --force to overwrite it")
+        raise typer.Exit(1) from exc
+    console.print(f"private key {files.private_key} (mode 0600), public key {files.public_key}")
+    sys.stdout.write(files.fingerprint + "\n")
+
+
+@client_app.command("register")
+def client_register(
+    key: Annotated[Path, typer.Option(help="The private key file from `client keygen`.")],
+    api: Annotated[
+        str | None, typer.Option(help="Control plane URL; default http://API_HOST:API_PORT.")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="The client's name; default the host.")] = None,
+    output: FormatOption = Format.TABLE,
+) -> None:
+    """Register this client's key with the control plane and prove possession of it."""
+    from phalanx.identity import IdentityError, load_private_key_file
+    from phalanx.settings import get_settings
+    from phalanx_clients.enrollment import EnrollmentError, register
+
+    settings = get_settings()
+    api_url = api or f"http://{settings.api_host}:{settings.api_port}"
+    try:
+        private_key = load_private_key_file(key)
+    except (IdentityError, OSError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--key") from exc
+    try:
+        enrollment = register(api_url, private_key, name or socket.gethostname())
+    except EnrollmentError as exc:
+        say(f"registration failed: {exc}")
+        raise typer.Exit(1) from exc
+    if output == Format.JSON:
+        print_json({"id": enrollment.client_id, "status": enrollment.status})
+        return
+    sys.stdout.write(f"{enrollment.client_id} {enrollment.status}\n")
+    if enrollment.status == "pending":
+        console.print("registered; an operator must approve this client before it gets work")
+
+
+@client_app.command("start")
+def client_start(
+    superlink: SuperLinkAddress,
+    key: Annotated[
+        Path,
+        typer.Option(
+            envvar="PHALANX_CLIENT_KEY",
+            help="The client's private key (OpenSSH), the one registered over REST.",
+        ),
+    ],
+    root_certificates: RootCertificates,
+    client_id: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PHALANX_CLIENT_ID",
+            help="The id the control plane gave; default: the file KEY.client-id.",
+        ),
+    ] = None,
+    byzantine: Annotated[
+        str | None,
+        typer.Option(envvar="PHALANX_BYZANTINE", help="Red-team demo: lie with this attack."),
+    ] = None,
+    runtime_port: Annotated[
+        int, typer.Option(help="Local port for this SuperNode's ClientApps.")
+    ] = DEFAULT_RUNTIME_PORT,
+    flwr_home: Annotated[Path | None, typer.Option(help="FLWR_HOME of the SuperNode.")] = None,
+) -> None:
+    """Start this machine's SuperNode with the Phalanx ClientApp; it connects once approved."""
+    if not key.is_file():
+        raise typer.BadParameter(
+            f"{key} does not exist; run `phalanx client keygen`", param_hint="--key"
+        )
+    if byzantine:
+        _check_byzantine(byzantine)
+    identity = NodeIdentity(
+        client_id=client_id or _saved_client_id(key),
+        key_path=key.resolve(),
+        byzantine=byzantine or None,
+    )
+    options = SuperNodeOptions(
+        superlink=superlink,
+        root_certificates=root_certificates,
+        identity=identity,
+        runtime_port=runtime_port,
+        flwr_home=flwr_home,
+    )
+    extra = {"FLWR_HOME": str(flwr_home)} if flwr_home else {}
+    exec_flower(supernode_command(options), extra)
+
+
+def _check_byzantine(attack: str) -> None:
+    """Refuse (exit 2) an attack this host does not allow, before the SuperNode starts."""
+    from phalanx.attack_plugins import AttackPluginError
+    from phalanx.attacks import load_attack
+
+    try:
+        load_attack(attack)
+    except AttackPluginError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--byzantine") from exc
+
+
+def _saved_client_id(key: Path) -> str:
+    """Read the client id saved next to the key at registration (``KEY.client-id``)."""
+    saved = key.with_name(key.name + ".client-id")
+    try:
+        client_id = saved.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        client_id = ""
+    if not client_id:
+        raise typer.BadParameter(
+            f"give --client-id (the id `phalanx client register` printed), or save it in {saved}",
+            param_hint="--client-id",
+        )
+    return client_id

@@ -1,0 +1,109 @@
+"""What the command line shows: round progress, a run's summary, JSON listings.
+
+Messages for the person at the terminal go to standard error (:data:`console`);
+standard output carries only results (a summary, a listing, a secret), so
+``--format json`` output can be piped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from phalanx.config import RunConfig
+    from phalanx.reports import RoundReport
+    from phalanx.runs.summary import RunSummary
+
+console = Console(stderr=True)
+"""Messages for the person at the terminal (standard error)."""
+
+
+class Format(StrEnum):
+    """Output formats of summaries and listings."""
+
+    TABLE = "table"
+    JSON = "json"
+
+
+FormatOption = Annotated[Format, typer.Option("--format", help="table or json")]
+
+
+def say(line: str) -> None:
+    """Print one plain line for the person at the terminal (no markup is interpreted)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    """Write ``data`` as indented JSON to standard output."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@contextmanager
+def round_progress(
+    config: RunConfig, output: Format, out: Console = console
+) -> Iterator[tuple[Progress, Callable[[RoundReport], None]]]:
+    """Show a progress bar (round, accuracy, flagged workers) while rounds finish.
+
+    On a console that is not a terminal (a log file, a pipe, CI) a bar is
+    only drawn at the end, so each round is also printed as a line of its own,
+    except with ``--format json``, whose console output is kept to the summary.
+    """
+    live = out.is_terminal
+    with Progress(
+        TextColumn("round"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=out,
+        disable=not live,
+    ) as progress:
+        task = progress.add_task("rounds", total=config.rounds, status="")
+
+        def on_round(report: RoundReport) -> None:
+            flagged = ",".join(map(str, report.flagged)) or "none"
+            status = f"accuracy {report.accuracy:.3f}  flagged {flagged}"
+            progress.update(task, completed=report.round, status=status)
+            if not live and output != Format.JSON:
+                out.print(f"round {report.round}/{config.rounds}  {status}", highlight=False)
+
+        yield progress, on_round
+
+
+def print_summary(summary: RunSummary, output: Format) -> None:
+    """Print a finished run's summary: a table, or its stored JSON."""
+    if output == Format.JSON:
+        print_json(summary.to_dict())
+        return
+    table = Table(title=f"Run {summary.run_id}")
+    table.add_column("measure")
+    table.add_column("value")
+    rows = {
+        "rounds": str(summary.rounds),
+        "final accuracy": f"{summary.final_accuracy:.4f}",
+        "flagged clients": str(len(summary.flagged)),
+        "adversaries (ground truth)": str(len(summary.adversaries)),
+        "precision": _ratio(summary.precision),
+        "recall": _ratio(summary.recall),
+        "bytes up": f"{summary.bytes_up:,}",
+        "bytes down": f"{summary.bytes_down:,}",
+        "model digest": summary.model_digest[:16],
+    }
+    for key, value in rows.items():
+        table.add_row(key, value)
+    Console().print(table)
+
+
+def _ratio(value: float | None) -> str:
+    """Format a precision or recall; "n/a" without ground truth (a deployed run)."""
+    return "n/a" if value is None else f"{value:.2f}"

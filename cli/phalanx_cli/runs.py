@@ -1,0 +1,164 @@
+"""``phalanx run`` and ``phalanx coordinator``: executing runs, one now or each queued one.
+
+``phalanx run CONFIG`` records a run and simulates it here, through Flower's
+simulation engine, showing its rounds as they finish; ``--resume RUN_ID`` takes a
+run over from its last checkpoint. ``phalanx coordinator`` is the one dispatcher
+loop (:class:`phalanx.runs.dispatcher.Dispatcher`): it claims runs queued through
+the API and executes each on its backend, a simulation here or, with
+``--superlink``, a deployment on that SuperLink.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from phalanx_cli.errors import RefusedError
+from phalanx_cli.inputs import (
+    check_attack,
+    check_simulated,
+    checked_data,
+    load_config,
+    migrated_sessions,
+)
+from phalanx_cli.output import Format, FormatOption, console, print_summary, round_progress, say
+
+if TYPE_CHECKING:
+    from phalanx.config import RunConfig
+    from phalanx.runs.dispatcher import Backend
+    from phalanx.runs.summary import RunSummary
+
+DEPLOYMENT_NEEDS = (
+    "deployment runs need `phalanx coordinator --superlink HOST:PORT --root-certificates CA`"
+)
+"""Why a coordinator without ``--superlink`` fails a deployment run."""
+
+
+def simulate(
+    config: RunConfig, *, resume: str | None, output: Format, ray_address: str | None = None
+) -> RunSummary:
+    """Record ``config`` as a new run (or take run ``resume`` over) and simulate it here.
+
+    Raises
+    ------
+    typer.Exit
+        With status 1 when the run failed (its cause printed in one line).
+    """
+    from phalanx.faults import RunFailedError
+    from phalanx.flower.simulation import SimulationEngine
+    from phalanx.roster import SimulatedRoster
+    from phalanx.runs.executor import execute
+    from phalanx.runs.recorder import claimer_name, create_simulated_run, take_over
+    from phalanx.settings import get_settings
+
+    settings = get_settings()
+    with migrated_sessions(settings.resolved_database_url) as sessions:
+        claimer = claimer_name()
+        if resume is None:
+            run_id = create_simulated_run(sessions, config, claimer)
+        else:
+            run_id = resume
+            take_over(sessions, run_id, claimer)
+        console.print(f"run [bold]{run_id}[/bold]: {config.name}, {config.rounds} rounds")
+        try:
+            with round_progress(config, output) as (_, on_round):
+                return execute(
+                    sessions,
+                    run_id,
+                    transport=SimulationEngine(ray_address=ray_address),
+                    roster=SimulatedRoster(run_id),
+                    claimer=claimer,
+                    checkpoint_dir=settings.checkpoint_dir,
+                    on_round=on_round,
+                )
+        except RunFailedError as exc:
+            say(f"error: run {run_id} failed: {exc}")
+            raise typer.Exit(1) from exc
+
+
+def run(
+    config: Annotated[Path | None, typer.Argument(help="Run config, TOML or JSON.")] = None,
+    resume: Annotated[
+        str | None, typer.Option(help="Continue this run from its last round.")
+    ] = None,
+    output: FormatOption = Format.TABLE,
+    ray_address: Annotated[str | None, typer.Option(help="Run on an existing Ray cluster.")] = None,
+) -> None:
+    """Run a federation through Flower's simulation engine and record it."""
+    if resume is not None:
+        from phalanx.runs.recorder import stored_config
+        from phalanx.settings import get_settings
+
+        with migrated_sessions(get_settings().resolved_database_url) as sessions:
+            run_config = stored_config(sessions, resume)
+        source = f"run {resume}"
+        check_attack(run_config, source=source)
+    elif config is None:
+        raise typer.BadParameter("give a CONFIG file, or --resume RUN_ID")
+    else:
+        run_config = load_config(config)
+        source = str(config)
+    check_simulated(run_config, source=source)
+    checked_data(run_config)
+    summary = simulate(run_config, resume=resume, output=output, ray_address=ray_address)
+    print_summary(summary, output)
+
+
+def coordinator(
+    poll: Annotated[float, typer.Option(help="Seconds between looks for queued runs.")] = 2.0,
+    once: Annotated[bool, typer.Option(help="Exit when no run is queued.")] = False,
+    superlink: Annotated[
+        str | None, typer.Option(envvar="PHALANX_SUPERLINK", help="SuperLink HOST:PORT.")
+    ] = None,
+    root_certificates: Annotated[
+        Path | None,
+        typer.Option(envvar="PHALANX_ROOT_CERTIFICATES", help="CA certificate of the SuperLink."),
+    ] = None,
+    alive_file: Annotated[
+        Path | None, typer.Option(help="Touched on every poll and during runs, for health checks.")
+    ] = None,
+) -> None:
+    """Claim queued runs (and runs whose coordinator died) and execute them, one at a time.
+
+    Runs whose ``deployment.backend`` is ``simulation`` are simulated here. With
+    ``--superlink``, approved clients' keys are admitted to that SuperLink and
+    runs whose ``deployment.backend`` is ``deployment`` execute on it (or on the
+    SuperLink their config names, trusted through the same CA).
+    """
+    from phalanx.flower.deployment.backend import DeploymentBackend
+    from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection
+    from phalanx.flower.simulation import SimulationEngine
+    from phalanx.runs.dispatcher import Dispatcher
+    from phalanx.runs.recorder import claimer_name
+    from phalanx.runs.simulation_backend import SimulationBackend
+    from phalanx.settings import get_settings
+
+    if superlink is not None and root_certificates is None:
+        raise RefusedError("--superlink needs --root-certificates (the SuperLink's CA)")
+    settings = get_settings()
+    with migrated_sessions(settings.resolved_database_url) as sessions:
+        backends: dict[str, Backend] = {
+            "simulation": SimulationBackend(
+                sessions, SimulationEngine(), settings.checkpoint_dir, settings.datasets_dir
+            )
+        }
+        unavailable = {}
+        if superlink is not None and root_certificates is not None:
+            connection = SuperLinkConnection(superlink, root_certificates)
+            backends["deployment"] = DeploymentBackend(
+                sessions,
+                FlowerControl(connection, settings.data_dir / "flwr-home"),
+                settings.data_dir / "flower-runs",
+                report=say,
+            )
+        else:
+            unavailable["deployment"] = DEPLOYMENT_NEEDS
+        claimer = claimer_name()
+        dispatcher = Dispatcher(
+            sessions, claimer, backends, unavailable, report=say, alive_file=alive_file
+        )
+        where = f" (SuperLink {superlink})" if superlink else ""
+        say(f"coordinator {claimer} waiting for runs{where}")
+        dispatcher.serve(poll=poll, once=once)

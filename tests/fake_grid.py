@@ -1,0 +1,83 @@
+"""A test double of Flower's Grid that runs a real ClientApp on each message as it is pushed."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+
+from flwr.app import Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.supercore.task_identity import TaskIdentity
+
+Rewrite = Callable[[int, Message], Message]
+"""Replaces a reply on its way back, given the index of the node it came from."""
+
+
+def untouched(worker: int, reply: Message) -> Message:
+    return reply
+
+
+@contextmanager
+def server_task_identity() -> Iterator[None]:
+    """Flower stamps instruction messages with the ServerApp's identity; play that process."""
+    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+    try:
+        yield
+    finally:
+        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+
+
+class FakeGrid:
+    """Flower's Grid over ``nodes``, each running ``app`` with a context of its own.
+
+    ``rewrite`` may replace any node's reply (given the node's index in ``nodes``),
+    as a Byzantine worker or a broken network could. ``node_configs`` gives a
+    node its SuperNode's node config; ``context_node_ids`` makes a node's
+    ClientApp believe it runs on another node id (a client answering from
+    elsewhere).
+    """
+
+    def __init__(
+        self,
+        app: ClientApp,
+        nodes: Iterable[int],
+        rewrite: Rewrite = untouched,
+        *,
+        node_configs: Mapping[int, dict[str, str]] | None = None,
+        context_node_ids: Mapping[int, int] | None = None,
+    ) -> None:
+        self.app = app
+        self.rewrite = rewrite
+        self.nodes = list(nodes)
+        configs = node_configs or {}
+        moved = context_node_ids or {}
+        self.contexts = {
+            node: Context(
+                run_id=1,
+                node_id=moved.get(node, node),
+                node_config=dict(configs.get(node, {})),
+                state=RecordDict(),
+                run_config={},
+            )
+            for node in self.nodes
+        }
+        self.replies: dict[str, Message] = {}
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.nodes)
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for message in messages:
+            message_id = uuid.uuid4().hex
+            message.metadata.__dict__["_message_id"] = message_id
+            node = message.metadata.dst_node_id
+            reply = self.app(message=message, context=self.contexts[node])
+            self.replies[message_id] = self.rewrite(self.nodes.index(node), reply)
+            ids.append(message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return [self.replies.pop(i) for i in list(message_ids) if i in self.replies]
