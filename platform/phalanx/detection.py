@@ -28,6 +28,8 @@ import torch
 from torch import Tensor
 
 from phalanx.assignment import Assignment
+from phalanx.english_list import join_words as _join
+from phalanx.english_list import name_numbers as _listing
 from phalanx.finite import all_finite
 
 Mode = Literal["exact", "tolerance", "auto"]
@@ -657,24 +659,6 @@ def _distance_range(distances: Sequence[float]) -> str:
         return _join(words) or "n/a"
     low, high = _num(min(distances)), _num(max(distances))
     return f"{low} on each" if low == high else f"{low} to {high}"
-
-
-_LISTED = 10  # ids shown in a summary before "and N more"
-
-
-def _listing(singular: str, plural: str, ids: Sequence[int]) -> str:
-    """Name ids in English: "worker 3", "workers 0 and 5", "workers 0, 1, 2 and 9 more"."""
-    if len(ids) == 1:
-        return f"{singular} {ids[0]}"
-    shown = [str(i) for i in ids[:_LISTED]]
-    if len(ids) > _LISTED:
-        return f"{plural} {', '.join(shown)} and {len(ids) - _LISTED} more"
-    return f"{plural} {_join(shown)}"
-
-
-def _join(words: Sequence[str]) -> str:
-    """Join words as in English: ``"a"``, ``"a and b"``, ``"a, b and c"``."""
-    return " and ".join([", ".join(words[:-1]), words[-1]]) if len(words) > 1 else "".join(words)
 
 
 def _num(x: float | None) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from phalanx.english_list import name_numbers
 from phalanx_api.pages.evidence import DETECTION_KINDS
 
 #: Size of the drawing's ``viewBox`` (square).
@@ -210,7 +211,8 @@ def agreement_graph(
             "recorded; those pairs are drawn dotted."
         )
     if silent:
-        notes.append(f"{_listing(sorted(silent))} sent no reply that could be compared (grey).")
+        who = name_numbers("Worker", "Workers", sorted(silent))
+        notes.append(f"{who} sent no reply that could be compared (grey).")
     order = sorted(range(workers))
     places = _circle(order)
     nodes = tuple(
@@ -329,13 +331,3 @@ def _ints(value: object) -> list[int]:
     if not isinstance(value, list):
         return []
     return [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
-
-
-def _listing(workers: Sequence[int]) -> str:
-    if len(workers) == 1:
-        return f"Worker {workers[0]}"
-    words = [str(w) for w in workers[:10]]
-    more = f" and {len(workers) - 10} more" if len(workers) > 10 else ""
-    if more:
-        return f"Workers {', '.join(words)}{more}"
-    return f"Workers {', '.join(words[:-1])} and {words[-1]}"

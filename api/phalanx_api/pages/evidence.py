@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from phalanx.english_list import name_numbers
 from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS
 
 #: Kinds by which detection judges a worker to lie: the worker is flagged.
@@ -215,10 +216,10 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
     facts: list[tuple[str, str]] = []
     clique = _integers(evidence.get("clique"))
     if clique:
-        facts.append(("Agreeing group", _listing("worker", "workers", clique)))
+        facts.append(("Agreeing group", name_numbers("worker", "workers", clique)))
     disagreed = _integers(evidence.get("disagreed_with"))
     if disagreed:
-        facts.append(("Disagreed with", _listing("worker", "workers", disagreed)))
+        facts.append(("Disagreed with", name_numbers("worker", "workers", disagreed)))
     mode = _text(evidence.get("mode"))
     if mode:
         compared = "exact digests" if mode == "exact" else "relative distance"
@@ -314,13 +315,13 @@ def _file_sentence(
         close = [r.worker for r in others if r.worker not in identical and r.agrees_with_subject]
         differ = [r for r in others if r.worker not in identical and r.worker not in close]
         if identical:
-            names = _listing("worker", "workers", identical)
+            names = name_numbers("worker", "workers", identical)
             parts.append(f"worker {subject} sent the same update as {names}")
         if close:
-            names = _listing("worker", "workers", close)
+            names = name_numbers("worker", "workers", close)
             parts.append(f"its update agreed with {names} within the tolerance")
         if differ:
-            names = _listing("worker", "workers", [r.worker for r in differ])
+            names = name_numbers("worker", "workers", [r.worker for r in differ])
             distances = [r.distance for r in differ if r.distance is not None]
             how = ""
             if distances:
@@ -344,15 +345,6 @@ def _span(distances: Sequence[float]) -> str:
     if math.isclose(low, high, rel_tol=1e-3):
         return f"relative distance {high:.3g}"
     return f"relative distance {low:.3g} to {high:.3g}"
-
-
-def _listing(singular: str, plural: str, ids: Sequence[int], shown: int = 10) -> str:
-    if len(ids) == 1:
-        return f"{singular} {ids[0]}"
-    words = [str(i) for i in ids[:shown]]
-    if len(ids) > shown:
-        return f"{plural} {', '.join(words)} and {len(ids) - shown} more"
-    return f"{plural} {', '.join(words[:-1])} and {words[-1]}"
 
 
 def _dicts(value: object) -> list[Mapping[str, Any]]:
