@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from phalanx.english_list import name_numbers
-from phalanx_api.pages.evidence import DETECTION_KINDS
+from phalanx.event_kinds import FLAG_KINDS, EventKind
 
 #: Size of the drawing's ``viewBox`` (square).
 SIZE = 360.0
@@ -164,11 +164,11 @@ def agreement_graph(
         if event.worker is None:
             continue
         clients.setdefault(event.worker, event.client_id)
-        if event.kind not in DETECTION_KINDS:
+        if event.kind not in FLAG_KINDS:
             rejected.add(event.worker)
             continue
         flagged.add(event.worker)
-        outliers = outliers or event.kind == "outlier"
+        outliers = outliers or event.kind == EventKind.OUTLIER
         clique.update(_ints(event.evidence.get("clique")))
         for other in _ints(event.evidence.get("disagreed_with")):
             if other != event.worker:
