@@ -12,7 +12,9 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
+from phalanx.agreement_record import AgreementRecord
 from phalanx.cli import app as cli_app
+from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.runs.recorder import (
     StoreRecorder,
@@ -22,7 +24,15 @@ from phalanx.runs.recorder import (
     stored_summary,
 )
 from phalanx.runs.service import run_recorded
-from phalanx.store import DetectionEvent, Run, make_engine, migrate, runs, session_factory
+from phalanx.store import (
+    DetectionEvent,
+    Run,
+    make_engine,
+    migrate,
+    rounds,
+    runs,
+    session_factory,
+)
 from phalanx.store.retry import DatabaseUnavailableError
 from tests.clock import FakeClock
 from tests.configs import small_config
@@ -63,6 +73,12 @@ def test_recorded_run_writes_rounds_events_and_checkpoint(
         assert run is not None and run.status == "succeeded" and run.current_round == 2
         events = session.scalars(select(DetectionEvent)).all()
         assert len(events) == 4 and all(e.evidence.get("summary") for e in events)
+        # Each round is stored with its agreement graph: the liars outside the clique.
+        for number in (1, 2):
+            graph = AgreementRecord.from_dict(rounds.get_agreement(session, run_id, number))
+            assert graph.rule == "unique_clique"
+            assert set(graph.flagged) == adversaries(config)
+            assert graph.replied == tuple(range(config.assignment.num_workers))
 
 
 def test_cancel_takes_effect_between_rounds(sqlite_url: str, tmp_path: Path) -> None:
