@@ -192,8 +192,14 @@ class AgreementRecord:
             When ``data`` is not a record of this version, or breaks its bounds.
         """
         fields = _mapping(data, "the record")
-        if fields.get("version") != VERSION:
-            raise AgreementRecordError(f"unknown record version {fields.get('version')!r}")
+        version = fields.get("version")
+        if version != VERSION:
+            numbered = isinstance(version, int) and not isinstance(version, bool)
+            raise AgreementRecordError(
+                f"record version {version} is not {VERSION}"
+                if numbered
+                else "record has no version"
+            )
         rule = fields.get("rule")
         if not isinstance(rule, str) or not 0 < len(rule) <= _MAX_RULE_LENGTH:
             raise AgreementRecordError("rule is not a short string")

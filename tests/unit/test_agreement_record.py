@@ -201,7 +201,8 @@ def _valid() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=2), "version"),
+        (lambda d: d.update(version=2), "version 2 is not 1"),
+        (lambda d: d.update(version="x" * 10_000), "has no version"),
         (lambda d: d.update(rule=None), "rule"),
         (lambda d: d.update(rule="x" * 33), "rule"),
         (lambda d: d.update(replied="0-6"), "replied is not a list"),

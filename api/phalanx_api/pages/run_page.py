@@ -158,9 +158,12 @@ def run_page(session: Session, run_id: str) -> RunPage:
         in_round = sorted(page.items, key=lambda e: (e.worker is None, e.worker or 0, e.id))
         graph = agreement_graph(
             last.number,
-            integer(last.assignment.get("num_workers"), default=_assigned(run, "num_workers")),
-            integer(last.assignment.get("r"), default=_assigned(run, "r")),
-            [RoundEvent(e.worker, e.kind, e.client_id, e.evidence) for e in in_round],
+            rounds.get_agreement(session, run.id, last.number),
+            num_workers=integer(
+                last.assignment.get("num_workers"), default=_assigned(run, "num_workers")
+            ),
+            replication=integer(last.assignment.get("r"), default=_assigned(run, "r")),
+            events=[RoundEvent(e.worker, e.kind, e.client_id) for e in in_round],
         )
         owners = queries.clients_by_id(session, {e.client_id for e in in_round if e.client_id})
         latest = tuple(
