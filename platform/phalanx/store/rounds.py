@@ -249,7 +249,7 @@ def get_round(session: Session, run_id: str, number: int) -> Round:
     """
     row = session.get(Round, (run_id, number))
     if row is None:
-        raise NotFoundError("round", (run_id, number))
+        raise NotFoundError(f"round {number} of run", run_id)
     return row
 
 
@@ -267,7 +267,7 @@ def get_agreement(session: Session, run_id: str, number: int) -> dict[str, Any] 
     query = select(Round.agreement).where(Round.run_id == run_id, Round.number == number)
     found = session.execute(query).one_or_none()
     if found is None:
-        raise NotFoundError("round", (run_id, number))
+        raise NotFoundError(f"round {number} of run", run_id)
     stored: dict[str, Any] | None = found[0]
     return stored
 
