@@ -24,6 +24,7 @@ from phalanx import identity
 from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment, bibd_assignment
 from phalanx.detection import Replica, detect, payload_digest
+from phalanx.event_kinds import EventKind
 from phalanx.store import (
     AuditEntry,
     Client,
@@ -106,7 +107,7 @@ def seed_detected_run(sessions: sessionmaker[Session], num_rounds: int = 2) -> S
             if number == num_rounds:
                 events.append(
                     EventData(
-                        kind="bad_signature",
+                        kind=EventKind.BAD_SIGNATURE,
                         severity=Severity.HIGH,
                         worker=6,
                         client_id=clients[6],
@@ -504,7 +505,7 @@ def test_dismissing_keeps_the_client_and_the_filters_narrow_the_queue(
     token = log_in(client, keys_.operator)
     with sessions() as session:
         refusal = session.scalars(
-            select(DetectionEvent).where(DetectionEvent.kind == "bad_signature")
+            select(DetectionEvent).where(DetectionEvent.kind == EventKind.BAD_SIGNATURE)
         ).one()
     back = f"/events?status=open&kind=bad_signature&run_id={seeded.run_id}"
     done = client.post(

@@ -23,7 +23,7 @@ from phalanx.detection import Replica, Verdict, detect, payload_digest
 from phalanx.event_kinds import EventKind
 from phalanx_api.pages import charts
 from phalanx_api.pages.agreement import MAX_FULL, AgreementGraph, RoundEvent, agreement_graph
-from phalanx_api.pages.evidence import explain, headline, is_rejection
+from phalanx_api.pages.evidence import KIND_HEADLINES, explain, headline, is_rejection
 from phalanx_api.pages.formatting import ago, duration, human_bytes, percent
 
 DIM = 16
@@ -224,7 +224,7 @@ def test_a_flag_is_explained_file_by_file() -> None:
     assignment = bibd_assignment(7, 3)
     verdict = detect(assignment, attacked(assignment, {4}))
     stored = verdict.evidence[4].to_dict()
-    words = explain("outside_max_clique", 4, stored)
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored)
 
     assert words.summary == stored["summary"]
     assert words.headline == "Disagreed with the largest group of agreeing workers"
@@ -245,7 +245,7 @@ def test_a_flag_is_explained_file_by_file() -> None:
 def test_colluders_are_said_to_send_the_same_update() -> None:
     assignment = bibd_assignment(7, 3)
     verdict = detect(assignment, attacked(assignment, {2, 5}))
-    words = explain("outside_max_clique", 2, verdict.evidence[2].to_dict())
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 2, verdict.evidence[2].to_dict())
     shared = [f for f in words.files if {r.worker for r in f.replicas} >= {2, 5}]
     assert len(shared) == 1
     assert "worker 2 sent the same update as worker 5" in shared[0].sentence
@@ -253,12 +253,17 @@ def test_colluders_are_said_to_send_the_same_update() -> None:
 
 
 def test_a_refused_reply_is_explained_by_its_reason() -> None:
-    words = explain("bad_signature", 3, {"reason": "signature does not verify", "round": 2})
+    words = explain(EventKind.BAD_SIGNATURE, 3, {"reason": "signature does not verify", "round": 2})
     assert words.is_rejection and words.files == ()
     assert words.summary == "The coordinator refused worker 3's reply: signature does not verify."
-    assert headline("bad_signature") == "Reply signature did not verify"
-    assert is_rejection("stale_round") and not is_rejection("outlier")
+    assert headline(EventKind.BAD_SIGNATURE) == "Reply signature did not verify"
+    assert is_rejection(EventKind.STALE_ROUND) and not is_rejection(EventKind.OUTLIER)
     assert headline("brand_new_kind") == "Brand new kind"
+
+
+def test_every_kind_the_coordinator_writes_has_a_headline() -> None:
+    assert set(KIND_HEADLINES) == set(EventKind)
+    assert all(isinstance(kind, EventKind) for kind in KIND_HEADLINES)
 
 
 # --------------------------------------------------------------------- charts
@@ -291,8 +296,12 @@ def test_ticks_fall_on_round_numbers(span: float, step: float) -> None:
 
 
 def test_the_flag_matrix_has_a_row_per_flagged_worker_and_a_mark_per_round() -> None:
-    marks = [(1, 4, "outside_max_clique"), (2, 4, "outside_max_clique"), (2, 6, "bad_signature")]
-    matrix = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset({"bad_signature"}))
+    marks = [
+        (1, 4, EventKind.OUTSIDE_MAX_CLIQUE),
+        (2, 4, EventKind.OUTSIDE_MAX_CLIQUE),
+        (2, 6, EventKind.BAD_SIGNATURE),
+    ]
+    matrix = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset({EventKind.BAD_SIGNATURE}))
     assert [(r.worker, r.count) for r in matrix.rows] == [(4, 2), (6, 1)]
     assert [(c.round, c.worker, c.rejected) for c in matrix.cells] == [
         (1, 4, False),

@@ -5,8 +5,8 @@ Jinja templates render and the tests check:
 
 - :mod:`~phalanx_api.pages.charts`: per-round line charts and the flagged-worker
   matrix, as SVG geometry.
-- :mod:`~phalanx_api.pages.agreement`: a round's agreement graph, rebuilt from
-  its detection events and laid out on a circle.
+- :mod:`~phalanx_api.pages.agreement`: a round's agreement graph, drawn from the
+  record stored with the round and laid out on a circle.
 - :mod:`~phalanx_api.pages.evidence`: a detection event's evidence in words.
 - one module per page, each reading what its page shows from the store:
   :mod:`~phalanx_api.pages.overview`, :mod:`~phalanx_api.pages.run_page`,
