@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
 )
 
+from phalanx.agreement_record import MAX_CLIQUES, MAX_CONFLICTS
 from phalanx.config import RunConfig
 from phalanx.store import ClientStatus, ReviewStatus, Role, RunStatus, Severity
 from phalanx_api.names import MAX_CLIENT_NAME, client_name
@@ -257,6 +258,26 @@ class RoundOut(_Out):
     num_rejected: int
     assignment: dict[str, Any] = Field(description="Assignment summary.")
     model_digest: str | None
+
+
+class RoundDetailOut(RoundOut):
+    """One finished round with its agreement graph.
+
+    The listing of a run's rounds leaves the graph out, as it can take tens of
+    kilobytes per round at thousands of workers.
+    """
+
+    agreement: dict[str, Any] | None = Field(
+        description=(
+            "The round's agreement graph as detection saw it: the workers that replied "
+            "('replied', as [first, last] ranges), the 'rule' that decided, the 'conflicts' "
+            f"(pairs of workers that disagreed, with the files they disagreed on; at most "
+            f"{MAX_CONFLICTS:,}, of 'num_conflicts'), 'degrees' of the workers that had a "
+            f"conflict, and up to {MAX_CLIQUES} maximum cliques, each as the workers outside "
+            "it ('outside_max_cliques', of 'num_max_cliques'). Null for rounds recorded "
+            "before rounds kept it."
+        )
+    )
 
 
 # ----------------------------------------------------------------- events

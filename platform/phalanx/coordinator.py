@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor, nn
 
 from phalanx.aggregation import aggregate, largest_f
+from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment
 from phalanx.channel import Downlink, make_channel
 from phalanx.config import RunConfig
@@ -303,6 +304,7 @@ class Coordinator:
                 "update_applied": float(step.applied),
                 "benched_workers": float(len(benched)),
             },
+            agreement=AgreementRecord.from_verdict(verdict),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from phalanx.agreement_record import AgreementRecord
+
 
 @dataclass(frozen=True)
 class EventReport:
@@ -20,7 +22,11 @@ class EventReport:
 
 @dataclass(frozen=True)
 class RoundReport:
-    """Everything a finished round leaves behind."""
+    """Everything a finished round leaves behind.
+
+    ``agreement`` records the round's agreement graph as detection saw it
+    (:mod:`phalanx.agreement_record`), so that whoever shows the round only draws it.
+    """
 
     round: int
     started_at: datetime
@@ -37,6 +43,7 @@ class RoundReport:
     assignment: dict[str, Any]
     model_digest: str
     metrics: dict[str, float] = field(default_factory=dict)
+    agreement: AgreementRecord | None = None
 
     @property
     def duration_s(self) -> float:

@@ -60,6 +60,11 @@ def _open_event(sessions: Sessions) -> str:
         return str(events.list_events(session, EventFilter(run_id=run_id)).items[0].id)
 
 
+def _run_with_a_round(sessions: Sessions) -> str:
+    run_id, _ = seed_run_with_events(sessions, num_rounds=1, kinds=())
+    return run_id
+
+
 def _live_key(sessions: Sessions) -> str:
     with sessions.begin() as session:
         return keys.create_key(session, name="target", role=Role.VIEWER).key.id
@@ -112,6 +117,7 @@ READING = {
     "list runs": Endpoint("GET", "/api/v1/runs", Role.VIEWER, 200),
     "get run": Endpoint("GET", "/api/v1/runs/{id}", Role.VIEWER, 200, seed_run),
     "list rounds": Endpoint("GET", "/api/v1/runs/{id}/rounds", Role.VIEWER, 200, seed_run),
+    "get round": Endpoint("GET", "/api/v1/runs/{id}/rounds/1", Role.VIEWER, 200, _run_with_a_round),
     "list events": Endpoint("GET", "/api/v1/events", Role.VIEWER, 200),
     "list events with evidence": Endpoint("GET", "/api/v1/events?evidence=full", Role.VIEWER, 200),
     "get event": Endpoint("GET", "/api/v1/events/{id}", Role.VIEWER, 200, _open_event),

@@ -8,6 +8,7 @@ coordinator records them.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,8 +21,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx import identity
-from phalanx.assignment import bibd_assignment
+from phalanx.agreement_record import AgreementRecord
+from phalanx.assignment import Assignment, bibd_assignment
 from phalanx.detection import Replica, detect, payload_digest
+from phalanx.event_kinds import EventKind
 from phalanx.store import (
     AuditEntry,
     Client,
@@ -58,21 +61,24 @@ class Seeded:
     clients: list[str]  # by worker index
 
 
-def _replicas(liars: tuple[int, ...]) -> list[Replica]:
+def _replicas(liars: tuple[int, ...], refused: int | None = None) -> list[Replica]:
     assignment = bibd_assignment(7, 3)
     out = []
     for f, workers in enumerate(assignment.files):
         honest = torch.randn(8, generator=torch.Generator().manual_seed(f))
         for w in workers:
             value = (-honest if w in liars else honest).to(torch.float32)
-            out.append(Replica(w, f, value, payload_digest(value.numpy().tobytes())))
+            if w != refused:
+                out.append(Replica(w, f, value, payload_digest(value.numpy().tobytes())))
     return out
 
 
 def seed_detected_run(sessions: sessionmaker[Session], num_rounds: int = 2) -> Seeded:
-    """A running run of 7 workers with rounds, flags from real evidence and one refused reply."""
-    verdict = detect(bibd_assignment(7, 3), _replicas(LIARS))
-    assert verdict.flagged == set(LIARS)
+    """A running run of 7 workers with rounds, flags from real evidence and one refused reply.
+
+    Each round is stored as the coordinator stores it: its events and its agreement
+    graph; in the last round worker 6's reply is refused before detection.
+    """
     config = {
         "name": "seeded",
         "rounds": 5,
@@ -85,6 +91,9 @@ def seed_detected_run(sessions: sessionmaker[Session], num_rounds: int = 2) -> S
         runs.start_run(session, run.id, "test")
         clients = [seed_client(session, f"seeded/worker-{w}") for w in range(7)]
         for number in range(1, num_rounds + 1):
+            refused = 6 if number == num_rounds else None
+            verdict = detect(bibd_assignment(7, 3), _replicas(LIARS, refused))
+            assert verdict.flagged == set(LIARS)
             events = [
                 EventData(
                     kind=e.kind,
@@ -98,7 +107,7 @@ def seed_detected_run(sessions: sessionmaker[Session], num_rounds: int = 2) -> S
             if number == num_rounds:
                 events.append(
                     EventData(
-                        kind="bad_signature",
+                        kind=EventKind.BAD_SIGNATURE,
                         severity=Severity.HIGH,
                         worker=6,
                         client_id=clients[6],
@@ -118,6 +127,7 @@ def seed_detected_run(sessions: sessionmaker[Session], num_rounds: int = 2) -> S
                     num_flagged=len(verdict.flagged),
                     num_rejected=int(number == num_rounds),
                     assignment={"scheme": "bibd", "num_workers": 7, "r": 3, "num_files": 7},
+                    agreement=AgreementRecord.from_verdict(verdict).to_dict(),
                 ),
                 events,
             )
@@ -265,8 +275,79 @@ def test_the_run_page_draws_curves_flags_and_the_last_agreement_graph(
         ("6", "rejected"),
     ]
     assert "reply refused (1)" in graph
+    assert re.findall(r'data-a="(\d)" data-b="(\d)" data-state="disagree"', graph) == [
+        ("0", "2"),
+        ("0", "5"),
+        ("1", "2"),
+        ("1", "5"),
+        ("2", "3"),
+        ("2", "4"),
+        ("3", "5"),
+        ("4", "5"),
+    ]
+    assert "Worker 2: flagged; agreed with 1 of 5 others" in graph  # 6 was not compared
     assert "adversaries caught" not in page  # no summary until the run ends
     assert 'id="run-live"' in page and 'data-terminal="false"' in page
+
+
+def test_the_run_page_draws_the_graph_stored_with_the_round(
+    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+) -> None:
+    # Tied groups: {0, 1, 4, 5} and {2, 3, 4, 5}; only 6 is flagged, yet 0 and 2 disagreed.
+    # No event names them: only the stored graph can tell.
+    assignment = Assignment(num_workers=7, files=tuple(itertools.combinations(range(7), 2)))
+    replicas = []
+    for f, (a, b) in enumerate(assignment.files):
+        honest = torch.randn(8, generator=torch.Generator().manual_seed(f))
+        for w, other in ((a, b), (b, a)):
+            lies = w == 6 or (w in (0, 1) and other in (2, 3))
+            value = (-honest + w if lies else honest).to(torch.float32)
+            replicas.append(Replica(w, f, value, payload_digest(value.numpy().tobytes())))
+    verdict = detect(assignment, replicas)
+    assert verdict.rule == "unanimity" and verdict.flagged == {6}
+    run_id = _seed_round(sessions, AgreementRecord.from_verdict(verdict).to_dict())
+    log_in(client, keys_.viewer)
+
+    graph = _graph(client.get(f"/runs/{run_id}", headers=HTML).text, 1)
+
+    assert 'data-flagged="6"' in graph and 'data-drawing="full"' in graph
+    assert 'data-a="0" data-b="2" data-state="disagree"' in graph
+    assert 'data-a="0" data-b="4" data-state="agree"' in graph
+    assert "2 groups of agreeing workers tied for largest" in graph
+
+
+def test_a_round_recorded_before_graphs_were_stored_says_so_on_the_run_page(
+    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = _seed_round(sessions, None)
+    log_in(client, keys_.viewer)
+
+    graph = _graph(client.get(f"/runs/{run_id}", headers=HTML).text, 1)
+
+    assert 'data-drawing="unrecorded"' in graph and "<svg" not in graph
+    assert "comparisons were not recorded" in graph
+
+
+def _seed_round(sessions: sessionmaker[Session], agreement: dict[str, object] | None) -> str:
+    """A run with one round of 7 workers, no events, and ``agreement`` stored with it."""
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    config = {"name": "one", "rounds": 2, "assignment": {"scheme": "subsets", "num_workers": 7}}
+    with sessions.begin() as session:
+        run = runs.create_run(session, name="one", config=config, seed=1)
+        data = RoundData(
+            number=1,
+            started_at=now,
+            finished_at=now,
+            assignment={"scheme": "subsets", "num_workers": 7, "r": 2},
+            agreement=agreement,
+        )
+        rounds.record_round(session, run.id, data)
+        return run.id
+
+
+def _graph(page: str, round_number: int) -> str:
+    graph = page[page.index(f'data-graph-round="{round_number}"') :]
+    return graph[: graph.index("</figure>")]
 
 
 def test_the_progress_endpoint_tells_the_page_when_to_redraw(
@@ -424,7 +505,7 @@ def test_dismissing_keeps_the_client_and_the_filters_narrow_the_queue(
     token = log_in(client, keys_.operator)
     with sessions() as session:
         refusal = session.scalars(
-            select(DetectionEvent).where(DetectionEvent.kind == "bad_signature")
+            select(DetectionEvent).where(DetectionEvent.kind == EventKind.BAD_SIGNATURE)
         ).one()
     back = f"/events?status=open&kind=bad_signature&run_id={seeded.run_id}"
     done = client.post(

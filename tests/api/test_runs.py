@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.agreement_record import AgreementRecord, ConflictEdge
 from phalanx.config import RunConfig
-from phalanx.store import RunStatus, audit, rounds, runs
+from phalanx.store import RoundData, RunStatus, audit, rounds, runs
 from phalanx_api.schemas import RoundOut
 from tests.api.factories import Keys, TestClient, seed_run, seed_run_with_events
 from tests.configs import small_config
@@ -142,6 +144,48 @@ def test_a_round_has_every_field_of_the_stored_round(
         stored = rounds.get_round(session, run_id, 1)
         expected = RoundOut.model_validate(stored).model_dump(mode="json")
     assert listed == expected
+
+
+def test_one_round_comes_with_its_agreement_graph_and_older_rounds_with_null(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    graph = AgreementRecord(
+        rule="unique_clique",
+        replied=(0, 1, 2, 3),
+        flagged=(3,),
+        degrees={0: 2, 1: 2, 2: 2, 3: 0},
+        conflicts=tuple(ConflictEdge(a=w, b=3, files=(w,), num_files=1) for w in range(3)),
+        num_conflicts=3,
+        outside_max_cliques=((3,),),
+        num_max_cliques=1,
+    ).to_dict()
+    run_id, _ = seed_run_with_events(sessions, num_rounds=1)
+    with sessions.begin() as session:
+        now = datetime(2025, 1, 2, tzinfo=UTC)
+        data = RoundData(number=2, started_at=now, finished_at=now, agreement=graph)
+        rounds.record_round(session, run_id, data)
+    viewer = api_keys.headers("viewer")
+    listed = client.get(f"{RUNS}/{run_id}/rounds", headers=viewer).json()
+
+    old, new = (client.get(f"{RUNS}/{run_id}/rounds/{n}", headers=viewer) for n in (1, 2))
+
+    assert old.status_code == new.status_code == 200
+    assert old.json() == {**listed[0], "agreement": None}
+    assert new.json() == {**listed[1], "agreement": graph}
+    assert all("agreement" not in r for r in listed)  # the listing keeps its shape
+    assert AgreementRecord.from_dict(new.json()["agreement"]).flagged == (3,)
+
+
+def test_a_round_that_was_not_recorded_is_404_and_a_bad_number_422(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id, _ = seed_run_with_events(sessions, num_rounds=1)
+    viewer = api_keys.headers("viewer")
+    missing = client.get(f"{RUNS}/{run_id}/rounds/9", headers=viewer)
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": f"round 9 of run '{run_id}' not found"}
+    for number in ("0", "x", str(2**31)):
+        assert client.get(f"{RUNS}/{run_id}/rounds/{number}", headers=viewer).status_code == 422
 
 
 def test_a_run_without_rounds_lists_none(

@@ -20,8 +20,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.agreement_record import AgreementRecord
 from phalanx.config import RunConfig
 from phalanx.data import load_dataset
+from phalanx.event_kinds import FLAG_KINDS
 from phalanx.roster import SimulatedRoster, simulated_roster
 from phalanx.runs.executor import execute
 from phalanx.runs.recorder import claimer_name, create_simulated_run
@@ -38,6 +40,7 @@ from phalanx.store import (
     keys,
     make_engine,
     migrate,
+    rounds,
     session_factory,
 )
 from phalanx_clients.behaviour import RedTeam
@@ -57,7 +60,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 #: Bound on the federation's three rounds, however slow the machine.
 RUN_TIMEOUT_S = 900
-DETECTION_KINDS = ("outside_max_clique", "majority_minority", "outlier", "low_degree")
 #: The CSS colours of the graph's nodes (phalanx.css: --flagged and --trusted).
 FLAGGED_FILL = "rgb(198, 40, 40)"
 TRUSTED_FILL = "rgb(47, 138, 95)"
@@ -194,7 +196,7 @@ def _flagged_in_round(session: Session, run_id: str, number: int) -> set[int]:
         select(DetectionEvent.worker).where(
             DetectionEvent.run_id == run_id,
             DetectionEvent.round == number,
-            DetectionEvent.kind.in_(DETECTION_KINDS),
+            DetectionEvent.kind.in_(FLAG_KINDS),
         )
     )
     return {w for w in rows if w is not None}
@@ -237,6 +239,7 @@ def test_an_operator_watches_a_run_then_confirms_a_flag_and_the_client_is_banned
             select(Round).where(Round.run_id == world.run_id).order_by(Round.number)
         ).all()
         flagged_last = _flagged_in_round(session, world.run_id, 3)
+        graph_last = AgreementRecord.from_dict(rounds.get_agreement(session, world.run_id, 3))
     assert [r.number for r in stored] == [1, 2, 3]
     assert len(flagged_last) == 2  # the two adversaries, caught in the last round
 
@@ -275,6 +278,8 @@ def test_an_operator_watches_a_run_then_confirms_a_flag_and_the_client_is_banned
     assert all(states.get(frozenset((a, b))) == "agree" for a in honest for b in honest if a < b)
     disagreements = [pair for pair, state in states.items() if state == "disagree"]
     assert disagreements and all(pair & flagged_last for pair in disagreements)
+    # The disagreements drawn are those stored with the round.
+    assert set(disagreements) == {frozenset((e.a, e.b)) for e in graph_last.conflicts}
     page.screenshot(path=ARTIFACTS / "run-page.png", full_page=True)
     _assert_no_horizontal_scroll(page, 1024)
     page.set_viewport_size({"width": 1280, "height": 900})

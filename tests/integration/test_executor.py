@@ -8,11 +8,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.agreement_record import AgreementRecord
 from phalanx.attacks import load_attack
 from phalanx.config import RunConfig
 from phalanx.data import load_dataset
 from phalanx.flower.server_app import GridFederation
 from phalanx.identity import generate_private_key, public_key_fingerprint, public_key_to_pem
+from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.roster import SimulatedRoster
 from phalanx.runs.enrolled import EnrolledRoster
@@ -33,6 +35,7 @@ from phalanx.store import (
     clients,
     make_engine,
     migrate,
+    rounds,
     runs,
     session_factory,
 )
@@ -86,6 +89,12 @@ def test_recorded_run_writes_rounds_events_and_checkpoint(
         assert run is not None and run.status == "succeeded" and run.current_round == 2
         events = session.scalars(select(DetectionEvent)).all()
         assert len(events) == 4 and all(e.evidence.get("summary") for e in events)
+        # Each round is stored with its agreement graph: the liars outside the clique.
+        for number in (1, 2):
+            graph = AgreementRecord.from_dict(rounds.get_agreement(session, run_id, number))
+            assert graph.rule == "unique_clique"
+            assert set(graph.flagged) == adversaries(config)
+            assert graph.replied == tuple(range(config.assignment.num_workers))
 
 
 def test_cancel_takes_effect_between_rounds(sqlite_url: str, tmp_path: Path) -> None:

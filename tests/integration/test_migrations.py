@@ -202,6 +202,58 @@ def test_registration_proofs_are_carried_over_and_undone(database_url: str) -> N
         engine.dispose()
 
 
+def column_names(url: str, table: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return {str(c["name"]) for c in inspect(connection).get_columns(table)}
+    finally:
+        engine.dispose()
+
+
+def _insert_run_and_round(connection: Connection) -> None:
+    connection.execute(
+        text(
+            "INSERT INTO runs (id, name, config, status, seed, created_at, attempts, "
+            "cancel_requested) VALUES ('r', 'r', '{}', 'running', 1, :at, 0, false)"
+        ),
+        {"at": T0},
+    )
+    connection.execute(
+        text(
+            "INSERT INTO rounds (run_id, number, started_at, finished_at, duration_s, timings, "
+            "bytes_up, bytes_down, metrics, num_flagged, num_rejected, assignment) "
+            "VALUES ('r', 1, :at, :at, 1.0, '{}', 0, 0, '{}', 0, 0, '{}')"
+        ),
+        {"at": T0},
+    )
+
+
+def test_rounds_recorded_before_0004_keep_their_rows_without_an_agreement_graph(
+    database_url: str,
+) -> None:
+    upgrade(database_url, "0003_registration_sessions")
+    assert "agreement" not in column_names(database_url, "rounds")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            _insert_run_and_round(connection)
+
+        upgrade(database_url)
+        assert "agreement" in column_names(database_url, "rounds")
+        with engine.begin() as connection:
+            rows = connection.execute(text("SELECT number, agreement FROM rounds")).all()
+            assert [tuple(row) for row in rows] == [(1, None)]
+            connection.execute(text("UPDATE rounds SET agreement = '{\"version\": 1}'"))
+
+        downgrade(database_url, "0003_registration_sessions")
+        assert "agreement" not in column_names(database_url, "rounds")
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT number FROM rounds")).scalars().all() == [1]
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
     """Undo the logging setup that ``alembic.ini`` applies through ``env.py``."""

@@ -499,6 +499,26 @@ def test_byte_counts_beyond_32_bits_are_kept(db_session: Session) -> None:
     assert (stored.bytes_up, stored.bytes_down) == (2**40, 2**41)
 
 
+def test_a_round_keeps_its_agreement_graph_and_older_rounds_have_none(
+    db_session: Session,
+) -> None:
+    run = new_run(db_session)
+    graph = {"version": 1, "rule": "unique_clique", "replied": [[0, 6]], "conflicts": []}
+    rounds.record_round(db_session, run.id, round_data(1))
+    rounds.record_round(db_session, run.id, round_data(2, agreement=graph))
+    db_session.commit()
+    db_session.expire_all()
+
+    assert rounds.get_agreement(db_session, run.id, 2) == graph
+    assert rounds.get_agreement(db_session, run.id, 1) is None
+    with pytest.raises(NotFoundError):
+        rounds.get_agreement(db_session, run.id, 3)
+    # Listing rounds leaves the graph unloaded until a round's is asked for.
+    listed = rounds.list_rounds(db_session, run.id)
+    assert all("agreement" not in row.__dict__ for row in listed)
+    assert listed[1].agreement == graph
+
+
 def test_a_failing_event_insert_rolls_back_the_round(db_session: Session) -> None:
     run = new_run(db_session)
     rounds.record_round(db_session, run.id, round_data(1))

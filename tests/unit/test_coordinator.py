@@ -86,6 +86,13 @@ def test_weak_attack_flags_every_adversary_and_no_honest_worker() -> None:
     for report in sink.reports:
         assert set(report.flagged) == truth
         assert not report.rejected
+        # The round's agreement graph is recorded with it: the liars outside the clique.
+        record = report.agreement
+        assert record is not None and record.rule == "unique_clique"
+        assert record.replied == tuple(range(config.assignment.num_workers))
+        assert set(record.flagged) == truth
+        assert record.outside_max_cliques == (tuple(sorted(truth)),)
+        assert record.conflicts and all(truth & {e.a, e.b} for e in record.conflicts)
     summary = summarize(config, RUN_ID, sink.reports)
     assert summary.precision == 1.0 and summary.recall == 1.0
     assert summary.rounds == 3
@@ -164,6 +171,8 @@ def test_bad_reply_is_rejected_recorded_and_the_round_goes_on(kind: str) -> None
         assert kinds == [kind]
         assert report.events[0].evidence["reason"]
         assert not report.flagged
+        assert report.agreement is not None and report.agreement.conflicts == ()
+        assert honest_victim not in report.agreement.replied  # refused before comparing
         assert report.metrics["accepted_files"] == 7  # every file has other honest replicas
     assert sink.reports[-1].accuracy > 0.0
 

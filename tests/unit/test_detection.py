@@ -604,3 +604,17 @@ def test_detect_rejects_replicas_that_do_not_fit_the_assignment() -> None:
         )
     with pytest.raises(ValueError, match="outside"):
         detect(assignment, [make_replica(0, 99, honest_value(0))])
+
+
+def test_the_verdict_lists_each_conflict_with_the_files_it_was_on() -> None:
+    # Workers 0 and 1 share files 0 and 1 with worker 2, which lies on file 1 only.
+    assignment = Assignment(num_workers=3, files=((0, 1, 2), (0, 1, 2), (0, 1)))
+    replicas = [
+        make_replica(w, f, wrong_value(f) if (w, f) == (2, 1) else honest_value(f))
+        for f, workers in enumerate(assignment.files)
+        for w in workers
+    ]
+    verdict = detect(assignment, replicas)
+    assert verdict.conflicts == {(0, 2): (1,), (1, 2): (1,)}
+    assert verdict.flagged == {2}
+    assert detect(assignment, honest_replicas(assignment)).conflicts == {}

@@ -1,24 +1,29 @@
-"""What the dashboard draws, from real detection evidence: graph, explanations, charts.
+"""What the dashboard draws, from real detection output: graph, explanations, charts.
 
-The evidence comes from :func:`phalanx.detection.detect` on real replicas, stored
-the way the coordinator stores it (``Evidence.to_dict``), so these tests break if
-the stored shape and the dashboard's reading of it drift apart.
+The graphs and the evidence come from :func:`phalanx.detection.detect` on real
+replicas, stored the way the coordinator stores them
+(``AgreementRecord.to_dict``, ``Evidence.to_dict``, through JSON), so these tests
+break if the stored shapes and the dashboard's reading of them drift apart.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from typing import Any
 
 import pytest
 import torch
 from torch import Tensor
 
+from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment, bibd_assignment
 from phalanx.detection import Replica, Verdict, detect, payload_digest
+from phalanx.event_kinds import EventKind
 from phalanx_api.pages import charts
-from phalanx_api.pages.agreement import MAX_FULL, RoundEvent, agreement_graph
-from phalanx_api.pages.evidence import explain, headline, is_rejection
+from phalanx_api.pages.agreement import MAX_FULL, AgreementGraph, RoundEvent, agreement_graph
+from phalanx_api.pages.evidence import KIND_HEADLINES, explain, headline, is_rejection
 from phalanx_api.pages.formatting import ago, duration, human_bytes, percent
 
 DIM = 16
@@ -41,16 +46,31 @@ def attacked(assignment: Assignment, liars: set[int], *, collude: bool = True) -
     ]
 
 
+def stored_record(verdict: Verdict) -> Any:
+    """The round's agreement graph as the coordinator stores it (through JSON)."""
+    return json.loads(json.dumps(AgreementRecord.from_verdict(verdict).to_dict()))
+
+
 def stored_events(verdict: Verdict) -> list[RoundEvent]:
     """The round's events as the coordinator stores them."""
     return [
-        RoundEvent(worker=w, kind=e.kind, client_id=f"client-{w}", evidence=e.to_dict())
+        RoundEvent(worker=w, kind=e.kind, client_id=f"client-{w}")
         for w, e in sorted(verdict.evidence.items())
     ]
 
 
-def edge_states(graph: object) -> dict[frozenset[int], str]:
-    return {frozenset((e.a, e.b)): e.state for e in graph.edges}  # type: ignore[attr-defined]
+def draw(verdict: Verdict, workers: int, r: int, events: list[RoundEvent] | None = None) -> Any:
+    return agreement_graph(
+        3,
+        stored_record(verdict),
+        num_workers=workers,
+        replication=r,
+        events=stored_events(verdict) if events is None else events,
+    )
+
+
+def edge_states(graph: AgreementGraph) -> dict[frozenset[int], str]:
+    return {frozenset((e.a, e.b)): e.state for e in graph.edges}
 
 
 # ---------------------------------------------------------------- agreement graph
@@ -60,13 +80,14 @@ def test_the_graph_joins_honest_workers_and_marks_the_flagged_ones() -> None:
     assignment = bibd_assignment(7, 3)
     verdict = detect(assignment, attacked(assignment, {2, 5}))
     assert verdict.flagged == {2, 5}
-    graph = agreement_graph(3, 7, 3, stored_events(verdict))
+    graph = draw(verdict, 7, 3)
 
     assert graph.drawing == "full" and graph.flagged == (2, 5)
     assert {n.worker: n.state for n in graph.nodes} == {
         w: "flagged" if w in (2, 5) else "trusted" for w in range(7)
     }
     assert {n.client_id for n in graph.nodes if n.state == "flagged"} == {"client-2", "client-5"}
+    assert {n.worker: n.degree for n in graph.nodes} == {0: 4, 1: 4, 2: 1, 3: 4, 4: 4, 5: 1, 6: 4}
     states = edge_states(graph)
     assert len(states) == 21  # every pair of the 7 workers that replied
     honest = [w for w in range(7) if w not in (2, 5)]
@@ -80,7 +101,7 @@ def test_the_graph_joins_honest_workers_and_marks_the_flagged_ones() -> None:
 
 def test_nodes_lie_on_a_circle_inside_the_drawing() -> None:
     assignment = bibd_assignment(7, 3)
-    graph = agreement_graph(1, 7, 3, stored_events(detect(assignment, attacked(assignment, {0}))))
+    graph = draw(detect(assignment, attacked(assignment, {0})), 7, 3)
     centre = graph.size / 2
     radii = {round(math.hypot(n.x - centre, n.y - centre), 6) for n in graph.nodes}
     assert len(radii) == 1
@@ -88,21 +109,32 @@ def test_nodes_lie_on_a_circle_inside_the_drawing() -> None:
 
 
 def test_a_round_without_flags_is_drawn_fully_joined() -> None:
-    graph = agreement_graph(4, 5, 3, [])
-    assert [n.state for n in graph.nodes] == ["trusted"] * 5
-    assert set(edge_states(graph).values()) == {"agree"} and len(graph.edges) == 10
+    assignment = bibd_assignment(7, 3)
+    graph = draw(detect(assignment, attacked(assignment, set())), 7, 3)
+    assert [n.state for n in graph.nodes] == ["trusted"] * 7
+    assert set(edge_states(graph).values()) == {"agree"} and len(graph.edges) == 21
     assert "Nobody was flagged" in graph.notes[0]
 
 
 def test_a_refused_reply_is_drawn_apart_without_edges() -> None:
-    events = [RoundEvent(3, "bad_signature", "c3", {"reason": "signature does not verify"})]
-    graph = agreement_graph(2, 5, 3, events)
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, [r for r in attacked(assignment, set()) if r.worker != 3])
+    events = [RoundEvent(3, EventKind.BAD_SIGNATURE, "c3")]
+    graph = draw(verdict, 7, 3, events)
     assert {n.worker: n.state for n in graph.nodes}[3] == "rejected"
     assert all(3 not in (e.a, e.b) for e in graph.edges)
     assert graph.flagged == ()
 
 
-def test_tied_groups_leave_unflagged_pairs_unrecorded() -> None:
+def test_a_worker_with_work_and_no_reply_is_grey_and_named() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, [r for r in attacked(assignment, set()) if r.worker != 6])
+    graph = draw(verdict, 7, 3, [])
+    assert {n.worker: n.state for n in graph.nodes}[6] == "silent"
+    assert "Worker 6 sent no reply that could be compared (grey)." in graph.notes
+
+
+def test_tied_groups_show_every_disagreement_stored_with_the_round() -> None:
     # Files are the pairs of 7 workers; 0 and 1 lie only to 2 and 3, 6 lies to everyone:
     # {0, 1, 4, 5} and {2, 3, 4, 5} tie as largest agreeing groups.
     assignment = Assignment(num_workers=7, files=tuple(itertools.combinations(range(7), 2)))
@@ -114,36 +146,75 @@ def test_tied_groups_leave_unflagged_pairs_unrecorded() -> None:
             replicas.append(replica(w, f, value))
     verdict = detect(assignment, replicas)
     assert verdict.rule == "unanimity" and verdict.flagged == {6}
-    graph = agreement_graph(1, 7, 2, stored_events(verdict))
+    graph = draw(verdict, 7, 2)
     states = edge_states(graph)
     assert all(states[frozenset((6, w))] == "disagree" for w in range(6))
-    assert states[frozenset((0, 2))] == "unknown"  # they did disagree, but it was not stored
-    assert "tied" in graph.notes[0]
+    # Neither end is flagged; the events could not tell this, the stored record does.
+    assert states[frozenset((0, 2))] == "disagree" and states[frozenset((0, 4))] == "agree"
+    assert "unknown" not in states.values()
+    assert graph.notes[0].startswith("2 groups of agreeing workers tied for largest")
+    assert "disputed files were left out" in graph.notes[0]
 
 
 def test_single_replicas_have_no_graph() -> None:
-    events = [RoundEvent(1, "outlier", None, {"score": 9.0, "threshold": 3.5})]
-    graph = agreement_graph(1, 10, 1, events)
+    assignment = Assignment(num_workers=10, files=tuple((w,) for w in range(10)))
+    values = {w: honest_value(w) for w in range(10)}
+    values[1] = values[1] * 1000  # far from every other update: an outlier
+    verdict = detect(assignment, [replica(w, w, values[w]) for w in range(10)])
+    assert verdict.rule == "outlier" and verdict.flagged == {1}
+    graph = draw(verdict, 10, 1)
     assert graph.drawing == "none" and graph.nodes == () and graph.flagged == (1,)
-    assert "single worker" in graph.notes[0]
+    assert "single worker" in graph.notes[0] and "how far each update lies" in graph.notes[0]
 
 
 def test_a_large_round_draws_only_the_disagreements() -> None:
     workers = MAX_FULL + 20
+    assignment = Assignment(
+        num_workers=workers, files=tuple((w, w + 1) for w in range(workers - 1))
+    )
     liar = workers - 1
-    evidence = {"clique": list(range(liar)), "disagreed_with": [0, 1, 2], "num_max_cliques": 1}
-    graph = agreement_graph(9, workers, 3, [RoundEvent(liar, "outside_max_clique", None, evidence)])
+    verdict = detect(assignment, attacked(assignment, {liar}))
+    graph = draw(verdict, workers, 2)
     assert graph.drawing == "disagreements"
-    assert sorted(n.worker for n in graph.nodes) == [0, 1, 2, liar]
-    assert {e.state for e in graph.edges} == {"disagree"} and len(graph.edges) == 3
+    assert sorted(n.worker for n in graph.nodes) == [liar - 1, liar]
+    assert {e.state for e in graph.edges} == {"disagree"} and len(graph.edges) == 1
 
 
-def test_malformed_evidence_is_skipped_not_fatal() -> None:
-    evidence = {"clique": "nope", "disagreed_with": [0, "x"]}
-    events = [RoundEvent(1, "outside_max_clique", None, evidence)]
-    graph = agreement_graph(1, 3, 3, events)
-    assert graph.flagged == (1,)
-    assert edge_states(graph)[frozenset((0, 1))] == "disagree"
+def test_a_round_recorded_before_graphs_were_stored_says_so_and_draws_nothing() -> None:
+    events = [RoundEvent(4, EventKind.OUTSIDE_MAX_CLIQUE, "c4")]
+    graph = agreement_graph(2, None, num_workers=7, replication=3, events=events)
+    assert graph.drawing == "unrecorded" and graph.nodes == () and graph.edges == ()
+    assert graph.flagged == (4,)
+    assert "comparisons were not recorded" in graph.notes[0]
+
+
+def test_a_stored_graph_that_cannot_be_read_is_not_drawn() -> None:
+    graph = agreement_graph(2, {"version": 1, "rule": 3}, num_workers=7, replication=3, events=[])
+    assert graph.drawing == "unrecorded" and graph.nodes == ()
+    assert "cannot be read (rule is not a short string)" in graph.notes[0]
+
+
+def test_a_worker_flagged_after_the_comparison_is_red_and_explained() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, set()))
+    graph = draw(verdict, 7, 3, [RoundEvent(4, EventKind.OVERFLOW, "c4")])
+    assert graph.flagged == (4,)
+    assert {n.worker: n.state for n in graph.nodes}[4] == "flagged"
+    assert graph.notes == (
+        "Worker 4 agreed where compared but was flagged afterwards; the events beside say why.",
+    )
+
+
+def test_pairs_a_record_did_not_keep_are_drawn_as_not_recorded() -> None:
+    assignment = bibd_assignment(7, 3)
+    stored = stored_record(detect(assignment, attacked(assignment, {2})))
+    kept = stored["conflicts"][:2]
+    stored.update(conflicts=kept, num_conflicts=stored["num_conflicts"] + 3)
+    graph = agreement_graph(1, stored, num_workers=7, replication=3, events=[])
+    states = edge_states(graph)
+    assert [states[frozenset((e["a"], e["b"]))] for e in kept] == ["disagree"] * 2
+    assert set(states.values()) == {"disagree", "unknown"}
+    assert any("pairs not kept are dotted" in note for note in graph.notes)
 
 
 # ------------------------------------------------------------------- evidence
@@ -153,7 +224,7 @@ def test_a_flag_is_explained_file_by_file() -> None:
     assignment = bibd_assignment(7, 3)
     verdict = detect(assignment, attacked(assignment, {4}))
     stored = verdict.evidence[4].to_dict()
-    words = explain("outside_max_clique", 4, stored)
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored)
 
     assert words.summary == stored["summary"]
     assert words.headline == "Disagreed with the largest group of agreeing workers"
@@ -174,7 +245,7 @@ def test_a_flag_is_explained_file_by_file() -> None:
 def test_colluders_are_said_to_send_the_same_update() -> None:
     assignment = bibd_assignment(7, 3)
     verdict = detect(assignment, attacked(assignment, {2, 5}))
-    words = explain("outside_max_clique", 2, verdict.evidence[2].to_dict())
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 2, verdict.evidence[2].to_dict())
     shared = [f for f in words.files if {r.worker for r in f.replicas} >= {2, 5}]
     assert len(shared) == 1
     assert "worker 2 sent the same update as worker 5" in shared[0].sentence
@@ -182,12 +253,17 @@ def test_colluders_are_said_to_send_the_same_update() -> None:
 
 
 def test_a_refused_reply_is_explained_by_its_reason() -> None:
-    words = explain("bad_signature", 3, {"reason": "signature does not verify", "round": 2})
+    words = explain(EventKind.BAD_SIGNATURE, 3, {"reason": "signature does not verify", "round": 2})
     assert words.is_rejection and words.files == ()
     assert words.summary == "The coordinator refused worker 3's reply: signature does not verify."
-    assert headline("bad_signature") == "Reply signature did not verify"
-    assert is_rejection("stale_round") and not is_rejection("outlier")
+    assert headline(EventKind.BAD_SIGNATURE) == "Reply signature did not verify"
+    assert is_rejection(EventKind.STALE_ROUND) and not is_rejection(EventKind.OUTLIER)
     assert headline("brand_new_kind") == "Brand new kind"
+
+
+def test_every_kind_the_coordinator_writes_has_a_headline() -> None:
+    assert set(KIND_HEADLINES) == set(EventKind)
+    assert all(isinstance(kind, EventKind) for kind in KIND_HEADLINES)
 
 
 # --------------------------------------------------------------------- charts
@@ -220,8 +296,12 @@ def test_ticks_fall_on_round_numbers(span: float, step: float) -> None:
 
 
 def test_the_flag_matrix_has_a_row_per_flagged_worker_and_a_mark_per_round() -> None:
-    marks = [(1, 4, "outside_max_clique"), (2, 4, "outside_max_clique"), (2, 6, "bad_signature")]
-    matrix = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset({"bad_signature"}))
+    marks = [
+        (1, 4, EventKind.OUTSIDE_MAX_CLIQUE),
+        (2, 4, EventKind.OUTSIDE_MAX_CLIQUE),
+        (2, 6, EventKind.BAD_SIGNATURE),
+    ]
+    matrix = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset({EventKind.BAD_SIGNATURE}))
     assert [(r.worker, r.count) for r in matrix.rows] == [(4, 2), (6, 1)]
     assert [(c.round, c.worker, c.rejected) for c in matrix.cells] == [
         (1, 4, False),

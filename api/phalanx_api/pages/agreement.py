@@ -1,25 +1,23 @@
-"""A round's agreement graph, rebuilt from its detection events and laid out on a circle.
+"""A round's agreement graph, drawn from the record stored with the round.
 
 In the agreement graph two workers are joined when they agreed on every file
-they both computed (:mod:`phalanx.detection`). The coordinator does not store
-the graph itself; it stores, with each flagged worker, the agreeing group it was
-measured against (``clique``) and every worker it disagreed with
-(``disagreed_with``). That is enough to draw it:
+they both computed (:mod:`phalanx.detection`). The coordinator stores the graph
+with each round (:mod:`phalanx.agreement_record`): the workers that replied, the
+pairs that disagreed, the rule that decided. This module only lays it out on a
+circle:
 
-- every disagreement has a flagged end (workers of the unique largest agreeing
-  group agree with one another), so the flagged workers' ``disagreed_with``
-  lists are all the missing edges, and every other pair of workers that replied
-  is joined;
-- when several largest groups tied (``num_max_cliques > 1``), disagreements
-  between two unflagged workers were not recorded: those pairs are drawn as
-  *not recorded* rather than guessed;
-- a round without events had nobody outside the agreeing group; its workers
-  are drawn fully joined;
-- with one replica per file (``r = 1``) nothing was compared and there is no
-  graph to draw.
-
-Workers whose reply was refused are drawn apart, without edges. Large rounds
-are reduced to the flagged workers and those they disagreed with.
+- every two workers that replied are joined, agreeing unless the record lists
+  them as a conflict (a full drawing has at most :data:`MAX_FULL` workers, whose
+  conflicts a record always lists in full);
+- detection's flags come from the record; a flag raised after the comparison
+  (an update that made the aggregate overflow) comes from the round's events;
+- workers whose reply was refused (from the round's events) are drawn apart,
+  without edges; workers that sent nothing that could be compared are grey;
+- with one replica per file (``r = 1``), or no file with two replies, nothing
+  was compared and there is no graph to draw;
+- a large round is reduced to the flagged workers and those they disagreed with;
+- a round recorded before rounds kept their graph says so and draws nothing:
+  its graph cannot be rebuilt.
 """
 
 from __future__ import annotations
@@ -30,7 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from phalanx_api.pages.evidence import DETECTION_KINDS
+from phalanx.agreement_record import AgreementRecord, AgreementRecordError, ConflictEdge
+from phalanx.english_list import name_numbers
+from phalanx.event_kinds import FLAG_KINDS
 
 #: Size of the drawing's ``viewBox`` (square).
 SIZE = 360.0
@@ -41,17 +41,16 @@ MAX_REDUCED = 60
 
 NodeState = Literal["trusted", "flagged", "rejected", "silent"]
 EdgeState = Literal["agree", "disagree", "unknown"]
-Drawing = Literal["full", "disagreements", "none"]
+Drawing = Literal["full", "disagreements", "none", "unrecorded"]
 
 
 @dataclass(frozen=True)
 class RoundEvent:
-    """What the graph needs of one detection event."""
+    """What the graph needs of one detection event of the round."""
 
     worker: int | None
     kind: str
     client_id: str | None
-    evidence: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,8 @@ class GraphNode:
         reply, or nothing in common with the others).
     client_id : str or None
         The client behind the worker, when an event named it.
+    degree : int or None
+        How many workers it agreed with (``None`` when it did not reply).
     """
 
     worker: int
@@ -76,6 +77,7 @@ class GraphNode:
     y: float
     state: NodeState
     client_id: str | None
+    degree: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,10 @@ class AgreementGraph:
     ----------
     round : int
         The round drawn.
-    drawing : {"full", "disagreements", "none"}
+    drawing : {"full", "disagreements", "none", "unrecorded"}
         Every worker with every edge; only flagged workers and whom they disagreed
-        with; or nothing (nothing was compared).
+        with; nothing, as nothing was compared; or nothing, as the round's graph
+        was not recorded (or cannot be read).
     nodes, edges : tuples
         What to draw.
     flagged : tuple of int
@@ -110,6 +113,8 @@ class AgreementGraph:
         What the reader must know to read it (ties, reductions, r = 1).
     node_radius : float
         Radius of a worker's circle.
+    replied : int
+        How many workers' replies were compared.
     """
 
     round: int
@@ -119,6 +124,7 @@ class AgreementGraph:
     flagged: tuple[int, ...]
     notes: tuple[str, ...]
     node_radius: float
+    replied: int = 0
     size: float = SIZE
 
     @property
@@ -132,86 +138,78 @@ class AgreementGraph:
 
 
 def agreement_graph(
-    round_number: int, num_workers: int, replication: int, events: Sequence[RoundEvent]
+    round_number: int,
+    stored: Mapping[str, Any] | None,
+    *,
+    num_workers: int,
+    replication: int,
+    events: Sequence[RoundEvent],
 ) -> AgreementGraph:
-    """Rebuild and lay out the agreement graph of one round.
+    """Lay out the agreement graph of one round from its stored record.
 
     Parameters
     ----------
     round_number : int
         The round.
+    stored : Mapping or None
+        The record stored with the round
+        (:meth:`~phalanx.agreement_record.AgreementRecord.to_dict`); ``None`` for
+        a round recorded before rounds kept it.
     num_workers : int
         Workers in the round's assignment (its summary's ``num_workers``).
     replication : int
-        Replicas per file (the summary's ``r``); 1 means nothing was compared.
+        Replicas per file (the summary's ``r``).
     events : Sequence[RoundEvent]
-        The round's detection events.
+        The round's detection events: who was refused, flagged later, and which
+        client each worker is.
 
     Returns
     -------
     AgreementGraph
         Nodes on a circle, edges between them, and notes for the reader.
     """
-    clients: dict[int, str | None] = {}
-    flagged: set[int] = set()
-    rejected: set[int] = set()
-    clique: set[int] = set()
-    conflicts: set[frozenset[int]] = set()
-    tied = False
-    outliers = False
-    for event in events:
-        if event.worker is None:
-            continue
-        clients.setdefault(event.worker, event.client_id)
-        if event.kind not in DETECTION_KINDS:
-            rejected.add(event.worker)
-            continue
-        flagged.add(event.worker)
-        outliers = outliers or event.kind == "outlier"
-        clique.update(_ints(event.evidence.get("clique")))
-        for other in _ints(event.evidence.get("disagreed_with")):
-            if other != event.worker:
-                conflicts.add(frozenset((event.worker, other)))
-        count = event.evidence.get("num_max_cliques")
-        tied = tied or (isinstance(count, int) and count > 1)
-    rejected -= flagged
+    flagged_by_event = {e.worker for e in events if e.worker is not None and e.kind in FLAG_KINDS}
+    if stored is None:
+        return _unreadable(
+            round_number,
+            flagged_by_event,
+            "This round's comparisons were not recorded: it ran before each round kept its "
+            "agreement graph, so the graph cannot be drawn. Its events are listed beside.",
+        )
+    try:
+        record = AgreementRecord.from_dict(stored)
+    except AgreementRecordError as err:
+        return _unreadable(
+            round_number,
+            flagged_by_event,
+            f"This round's stored agreement graph cannot be read ({err}), so it is not drawn. "
+            "Its events are listed beside.",
+        )
+    flagged = set(record.flagged) | flagged_by_event
     flagged_sorted = tuple(sorted(flagged))
-    workers = max(num_workers, max([*clients, -1]) + 1)
-    if replication <= 1 or outliers:
+    if not record.compared:
         return AgreementGraph(
             round=round_number,
             drawing="none",
             nodes=(),
             edges=(),
             flagged=flagged_sorted,
-            notes=(
-                "Each file went to a single worker in this round, so no two workers computed "
-                "the same thing and there is no agreement graph; flags rest on how far each "
-                "update lies from the others.",
-            ),
+            notes=(_nothing_compared(record, replication),),
             node_radius=0.0,
+            replied=len(record.replied),
         )
-    notes: list[str] = []
-    compared = clique | flagged | {w for pair in conflicts for w in pair}
-    if not compared:  # no flag this round: everyone who replied agreed
-        compared = set(range(workers)) - rejected
-        notes.append(
-            "Nobody was flagged in this round: every worker that replied agreed with every "
-            "other on the files they shared."
-        )
-    silent = set(range(workers)) - compared - rejected
-    if len(compared) > MAX_FULL:
-        return _reduced(round_number, flagged_sorted, conflicts, clients)
-    if tied:
-        notes.append(
-            "Several groups of agreeing workers tied for largest, so no group could be trusted "
-            "as the honest one: disputed files were left out (or, under the majority policy, "
-            "decided by majority). Disagreements between two unflagged workers were not "
-            "recorded; those pairs are drawn dotted."
-        )
-    if silent:
-        notes.append(f"{_listing(sorted(silent))} sent no reply that could be compared (grey).")
-    order = sorted(range(workers))
+    clients: dict[int, str | None] = {}
+    for event in events:
+        if event.worker is not None:
+            clients.setdefault(event.worker, event.client_id)
+    replied = set(record.replied)
+    rejected = {w for w in clients if w not in replied and w not in flagged}
+    workers = max(num_workers, max([*clients, *replied, -1]) + 1)
+    if workers > MAX_FULL:
+        return _reduced(round_number, record, flagged, clients)
+    silent = set(range(workers)) - replied - rejected - flagged
+    notes = _notes(record, flagged_by_event - set(record.flagged), silent)
+    order = list(range(workers))
     places = _circle(order)
     nodes = tuple(
         GraphNode(
@@ -220,15 +218,16 @@ def agreement_graph(
             y=places[w][1],
             state=_state(w, flagged, rejected, silent),
             client_id=clients.get(w),
+            degree=record.degree(w),
         )
         for w in order
     )
+    conflicts = {(e.a, e.b) for e in record.conflicts}
     edges = []
-    for a, b in itertools.combinations(sorted(compared), 2):
-        pair = frozenset((a, b))
-        if pair in conflicts:
+    for a, b in itertools.combinations(record.replied, 2):
+        if (a, b) in conflicts:
             state: EdgeState = "disagree"
-        elif tied and a not in flagged and b not in flagged:
+        elif not record.complete:
             state = "unknown"
         else:
             state = "agree"
@@ -243,17 +242,86 @@ def agreement_graph(
         flagged=flagged_sorted,
         notes=tuple(notes),
         node_radius=_radius(len(nodes)),
+        replied=len(replied),
     )
+
+
+def _unreadable(round_number: int, flagged: set[int], note: str) -> AgreementGraph:
+    return AgreementGraph(
+        round=round_number,
+        drawing="unrecorded",
+        nodes=(),
+        edges=(),
+        flagged=tuple(sorted(flagged)),
+        notes=(note,),
+        node_radius=0.0,
+    )
+
+
+def _nothing_compared(record: AgreementRecord, replication: int) -> str:
+    flags = (
+        "; flags rest on how far each update lies from the others."
+        if record.rule == "outlier"
+        else "."
+    )
+    if replication <= 1:
+        return (
+            "Each file went to a single worker in this round, so no two workers computed "
+            f"the same thing and there is no agreement graph{flags}"
+        )
+    return (
+        "No file got replies from two workers in this round, so nothing was compared and "
+        f"there is no agreement graph{flags}"
+    )
+
+
+def _notes(record: AgreementRecord, flagged_later: set[int], silent: set[int]) -> list[str]:
+    notes = []
+    if record.num_conflicts == 0 and not record.flagged and not flagged_later:
+        notes.append(
+            "Nobody was flagged in this round: every worker that replied agreed with every "
+            "other on the files they shared."
+        )
+    if record.num_max_cliques > 1:
+        decided = {
+            "unanimity": "a file kept a value only where its unflagged replicas all agreed, "
+            "and disputed files were left out",
+            "majority": "each disputed file took the value held by a strict majority of its "
+            "unflagged replicas",
+        }.get(record.rule, "disputed files were decided by the run's tie policy")
+        notes.append(
+            f"{record.num_max_cliques} groups of agreeing workers tied for largest, so no group "
+            f"could be trusted as the honest one: {decided}. Only workers outside every tied "
+            "group are flagged."
+        )
+    if flagged_later:
+        who = name_numbers("Worker", "Workers", sorted(flagged_later))
+        notes.append(
+            f"{who} agreed where compared but {'was' if len(flagged_later) == 1 else 'were'} "
+            "flagged afterwards; the events beside say why."
+        )
+    if not record.complete:
+        notes.append(
+            f"The round had {record.num_conflicts} disagreeing pairs; the "
+            f"{len(record.conflicts)} kept with it are drawn, and pairs not kept are dotted."
+        )
+    if silent:
+        who = name_numbers("Worker", "Workers", sorted(silent))
+        notes.append(f"{who} sent no reply that could be compared (grey).")
+    return notes
 
 
 def _reduced(
     round_number: int,
-    flagged: tuple[int, ...],
-    conflicts: set[frozenset[int]],
+    record: AgreementRecord,
+    flagged: set[int],
     clients: Mapping[int, str | None],
 ) -> AgreementGraph:
     """Draw only the flagged workers and those they disagreed with, joined by disagreements."""
-    involved = sorted(set(flagged).union(*conflicts) if conflicts else set(flagged))
+    shown_edges: Sequence[ConflictEdge] = [e for e in record.conflicts if flagged & {e.a, e.b}]
+    if not flagged:  # tied groups flag nobody: their disagreements are all there is to show
+        shown_edges = record.conflicts
+    involved = sorted(flagged | {w for e in shown_edges for w in (e.a, e.b)})
     shown = sorted(
         [w for w in involved if w in flagged][:MAX_REDUCED]
         + [w for w in involved if w not in flagged][: max(0, MAX_REDUCED - len(flagged))]
@@ -266,29 +334,39 @@ def _reduced(
             y=places[w][1],
             state="flagged" if w in flagged else "trusted",
             client_id=clients.get(w),
+            degree=record.degree(w),
         )
         for w in shown
     )
     edges = tuple(
-        _edge(a, b, places, "disagree")
-        for a, b in sorted(tuple(sorted(pair)) for pair in conflicts)
-        if a in places and b in places
+        _edge(e.a, e.b, places, "disagree") for e in shown_edges if e.a in places and e.b in places
     )
-    left_out = len(involved) - len(shown)
     notes = [
         "This round had too many workers to draw every pair: shown are the flagged workers "
         "and the workers they disagreed with, joined where they disagreed."
     ]
+    if not involved:
+        notes.append(
+            "Nobody disagreed: every worker that replied agreed with every other on the files "
+            "they shared."
+        )
+    left_out = len(involved) - len(shown)
     if left_out:
         notes.append(f"{left_out} more workers are left out.")
+    if not record.complete:
+        notes.append(
+            f"The round had {record.num_conflicts} disagreeing pairs; the "
+            f"{len(record.conflicts)} kept with it are drawn."
+        )
     return AgreementGraph(
         round=round_number,
         drawing="disagreements",
         nodes=nodes,
         edges=edges,
-        flagged=flagged,
+        flagged=tuple(sorted(flagged)),
         notes=tuple(notes),
         node_radius=_radius(len(nodes)),
+        replied=len(record.replied),
     )
 
 
@@ -323,19 +401,3 @@ def _circle(workers: Sequence[int]) -> dict[int, tuple[float, float]]:
 def _edge(a: int, b: int, places: Mapping[int, tuple[float, float]], state: EdgeState) -> GraphEdge:
     (x1, y1), (x2, y2) = places[a], places[b]
     return GraphEdge(a=a, b=b, x1=x1, y1=y1, x2=x2, y2=y2, state=state)
-
-
-def _ints(value: object) -> list[int]:
-    if not isinstance(value, list):
-        return []
-    return [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
-
-
-def _listing(workers: Sequence[int]) -> str:
-    if len(workers) == 1:
-        return f"Worker {workers[0]}"
-    words = [str(w) for w in workers[:10]]
-    more = f" and {len(workers) - 10} more" if len(workers) > 10 else ""
-    if more:
-        return f"Workers {', '.join(words)}{more}"
-    return f"Workers {', '.join(words[:-1])} and {words[-1]}"

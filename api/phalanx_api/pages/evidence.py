@@ -16,53 +16,51 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS
-
-#: Kinds by which detection judges a worker to lie: the worker is flagged.
-DETECTION_KINDS = FLAG_KINDS
+from phalanx.english_list import name_numbers
+from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS, EventKind
 
 #: Each known kind in a few words.
 KIND_HEADLINES: Mapping[str, str] = {
-    "outside_max_clique": "Disagreed with the largest group of agreeing workers",
-    "majority_minority": "Outside every tied largest group of agreeing workers",
-    "outlier": "Update far from everyone else's (single replica, weak evidence)",
-    "low_degree": "Agreed with too few workers over several rounds",
-    "malformed_reply": "Sent a reply that could not be read",
-    "bad_shape": "Sent an update of the wrong size",
-    "non_finite": "Sent an update containing NaN or infinity",
-    "bad_signature": "Reply signature did not verify",
-    "stale_round": "Replied for an earlier round",
-    "wrong_nonce": "Replied with the wrong round nonce",
-    "unassigned_file": "Replied for a file it was not given",
-    "node_id_mismatch": "Replied from another Flower node than its own",
-    "overflow": "Sent an update so large that the aggregate overflowed",
-    "worker_error": "Failed to compute its update (a fault, not a lie)",
-    "unchecked_reply": "Sent a reply the coordinator could not check",
+    EventKind.OUTSIDE_MAX_CLIQUE: "Disagreed with the largest group of agreeing workers",
+    EventKind.MAJORITY_MINORITY: "Outside every tied largest group of agreeing workers",
+    EventKind.OUTLIER: "Update far from everyone else's (single replica, weak evidence)",
+    EventKind.LOW_DEGREE: "Agreed with too few workers over several rounds",
+    EventKind.MALFORMED_REPLY: "Sent a reply that could not be read",
+    EventKind.BAD_SHAPE: "Sent an update of the wrong size",
+    EventKind.NON_FINITE: "Sent an update containing NaN or infinity",
+    EventKind.BAD_SIGNATURE: "Reply signature did not verify",
+    EventKind.STALE_ROUND: "Replied for an earlier round",
+    EventKind.WRONG_NONCE: "Replied with the wrong round nonce",
+    EventKind.UNASSIGNED_FILE: "Replied for a file it was not given",
+    EventKind.NODE_ID_MISMATCH: "Replied from another Flower node than its own",
+    EventKind.OVERFLOW: "Sent an update so large that the aggregate overflowed",
+    EventKind.WORKER_ERROR: "Failed to compute its update (a fault, not a lie)",
+    EventKind.UNCHECKED_REPLY: "Sent a reply the coordinator could not check",
 }
 
 #: What a reviewer should weigh, per kind.
 KIND_ADVICE: Mapping[str, str] = {
-    "outside_max_clique": (
+    EventKind.OUTSIDE_MAX_CLIQUE: (
         "Honest workers given the same file compute the same update, so they always agree. "
         "A worker outside the largest agreeing group sent something else; repeated rounds "
         "of this are strong evidence of an attack or a broken client."
     ),
-    "majority_minority": (
+    EventKind.MAJORITY_MINORITY: (
         "Several groups of agreeing workers were equally large and this worker belonged to "
         "none of them: it disagreed with members of every one. Disputed files were left "
         "out (or decided by majority, if the run says so); check whether it keeps "
         "happening across rounds."
     ),
-    "outlier": (
+    EventKind.OUTLIER: (
         "With one worker per file nothing could be compared; the flag rests on distance "
         "alone. Honest workers with unusual data can look like this: confirm only if it "
         "repeats."
     ),
-    "low_degree": (
+    EventKind.LOW_DEGREE: (
         "Over a window of rounds this worker agreed with fewer workers than any honest "
         "worker can; it was flagged on its history rather than on one round."
     ),
-    "overflow": (
+    EventKind.OVERFLOW: (
         "The update's norm is many orders of magnitude beyond any gradient step: with it, "
         "the aggregate left float32's range. Honest training that diverged fails the whole "
         "run instead, so one or a few such workers point at crafted updates."
@@ -169,7 +167,7 @@ def headline(kind: str) -> str:
 
 def is_rejection(kind: str) -> bool:
     """Whether ``kind`` means a reply refused or never delivered rather than a flag."""
-    return kind not in DETECTION_KINDS
+    return kind not in FLAG_KINDS
 
 
 def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Explanation:
@@ -215,10 +213,10 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
     facts: list[tuple[str, str]] = []
     clique = _integers(evidence.get("clique"))
     if clique:
-        facts.append(("Agreeing group", _listing("worker", "workers", clique)))
+        facts.append(("Agreeing group", name_numbers("worker", "workers", clique)))
     disagreed = _integers(evidence.get("disagreed_with"))
     if disagreed:
-        facts.append(("Disagreed with", _listing("worker", "workers", disagreed)))
+        facts.append(("Disagreed with", name_numbers("worker", "workers", disagreed)))
     mode = _text(evidence.get("mode"))
     if mode:
         compared = "exact digests" if mode == "exact" else "relative distance"
@@ -314,13 +312,13 @@ def _file_sentence(
         close = [r.worker for r in others if r.worker not in identical and r.agrees_with_subject]
         differ = [r for r in others if r.worker not in identical and r.worker not in close]
         if identical:
-            names = _listing("worker", "workers", identical)
+            names = name_numbers("worker", "workers", identical)
             parts.append(f"worker {subject} sent the same update as {names}")
         if close:
-            names = _listing("worker", "workers", close)
+            names = name_numbers("worker", "workers", close)
             parts.append(f"its update agreed with {names} within the tolerance")
         if differ:
-            names = _listing("worker", "workers", [r.worker for r in differ])
+            names = name_numbers("worker", "workers", [r.worker for r in differ])
             distances = [r.distance for r in differ if r.distance is not None]
             how = ""
             if distances:
@@ -344,15 +342,6 @@ def _span(distances: Sequence[float]) -> str:
     if math.isclose(low, high, rel_tol=1e-3):
         return f"relative distance {high:.3g}"
     return f"relative distance {low:.3g} to {high:.3g}"
-
-
-def _listing(singular: str, plural: str, ids: Sequence[int], shown: int = 10) -> str:
-    if len(ids) == 1:
-        return f"{singular} {ids[0]}"
-    words = [str(i) for i in ids[:shown]]
-    if len(ids) > shown:
-        return f"{plural} {', '.join(words)} and {len(ids) - shown} more"
-    return f"{plural} {', '.join(words[:-1])} and {words[-1]}"
 
 
 def _dicts(value: object) -> list[Mapping[str, Any]]:

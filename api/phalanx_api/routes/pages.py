@@ -4,7 +4,7 @@ Pages need a dashboard session (``/login``); without one a browser is sent to
 the login form. Every role sees every page; operators and admins also get the
 buttons, which post forms carrying the session's CSRF token. The pages are not
 part of the REST API and are left out of its OpenAPI schema. What a page shows
-is read by :mod:`phalanx_api.pages.views`; changes go through
+is read by one module per page in :mod:`phalanx_api.pages`; changes go through
 :mod:`phalanx_api.actions`, like the API's, so they land in the audit log.
 """
 
@@ -25,7 +25,7 @@ from phalanx_api.auth import Principal, authenticate_session, role_allows
 from phalanx_api.context import AppContext, app_context
 from phalanx_api.deps import ContextDep, FormOperatorDep, SessionDep, SettingsDep
 from phalanx_api.errors import AuthenticationError
-from phalanx_api.pages import docs, views
+from phalanx_api.pages import clients_page, docs, overview, review_queue, run_page
 from phalanx_api.pages.errors import install_error_pages
 from phalanx_api.pages.evidence import DISTANCE_NOTE
 from phalanx_api.pages.formatting import install_filters
@@ -73,7 +73,7 @@ def _render(
         "user": user,
         "can_act": role_allows(user.role, Role.OPERATOR),
         "active": active,
-        "open_events": views.open_event_count(db),
+        "open_events": review_queue.open_event_count(db),
         **values,
     }
     return context.templates.TemplateResponse(request, template, page)
@@ -95,7 +95,7 @@ def overview_page(
     request: Request, db: SessionDep, context: ContextDep, user: PageUserDep, offset: Offset = 0
 ) -> Response:
     """Show runs, clients by status and the size of the review queue."""
-    page = views.overview(db, offset=offset)
+    page = overview.overview(db, offset=offset)
     return _render(request, context, db, user, "overview.html", "overview", page=page)
 
 
@@ -107,7 +107,7 @@ def run_detail_page(
     request: Request, run_id: UUID, db: SessionDep, context: ContextDep, user: PageUserDep
 ) -> Response:
     """Show a run: curves per round, flagged workers, the latest agreement graph."""
-    page = views.run_page(db, str(run_id))
+    page = run_page.run_page(db, str(run_id))
     return _render(
         request,
         context,
@@ -126,7 +126,7 @@ def run_panels(
     request: Request, run_id: UUID, db: SessionDep, context: ContextDep, user: PageUserDep
 ) -> Response:
     """Render the changing part of the run page, for the page to swap in while the run runs."""
-    page = views.run_page(db, str(run_id))
+    page = run_page.run_page(db, str(run_id))
     values = {
         "page": page,
         "user": user,
@@ -139,7 +139,8 @@ def run_panels(
 @router.get("/runs/{run_id}/progress")
 def run_progress(run_id: UUID, db: SessionDep, _: PageUserDep) -> JSONResponse:
     """Answer the run's status and last finished round; the run page polls it."""
-    return JSONResponse(views.run_progress(db, str(run_id)), headers={"Cache-Control": "no-store"})
+    progress = run_page.run_progress(db, str(run_id))
+    return JSONResponse(progress, headers={"Cache-Control": "no-store"})
 
 
 @router.post("/runs/{run_id}/cancel")
@@ -164,7 +165,7 @@ def clients_list_page(
     changed: UUID | None = None,
 ) -> Response:
     """Show clients with their status, last contact and events; buttons for operators."""
-    page = views.clients_page(db, status=status, offset=offset)
+    page = clients_page.clients_page(db, status=status, offset=offset)
     changed_row = next((r for r in page.rows if changed and r.client.id == str(changed)), None)
     return _render(
         request,
@@ -220,7 +221,7 @@ def review_queue_page(
         kind=kind,
         review_status=None if status == "all" else ReviewStatus(status),
     )
-    queue = views.review_queue(db, where, before=before, reviewed_id=reviewed)
+    queue = review_queue.review_queue(db, where, before=before, reviewed_id=reviewed)
     return _render(
         request,
         context,

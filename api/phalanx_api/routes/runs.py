@@ -1,4 +1,4 @@
-"""Runs: launch (queue), list, inspect, rounds, cancel.
+"""Runs: launch (queue), list, inspect, rounds (and one round with its agreement graph), cancel.
 
 The rounds listing is ``async``: it reads and builds its answer in one worker
 thread, and FastAPI checks and serializes it on the event loop.
@@ -6,9 +6,10 @@ thread, and FastAPI checks and serializes it on the event loop.
 
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Path, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
@@ -18,9 +19,10 @@ from phalanx_api import actions
 from phalanx_api.deps import OperatorDep, SessionDep, SettingsDep, ViewerDep
 from phalanx_api.paths import API_PREFIX
 from phalanx_api.responses import CONFLICT, NOT_FOUND, UNAUTHORIZED, documented
-from phalanx_api.routes.params import Limit, Offset
+from phalanx_api.routes.params import MAX_INT32, Limit, Offset
 from phalanx_api.schemas import (
     DEFAULT_PAGE_SIZE,
+    RoundDetailOut,
     RoundOut,
     RunLaunchIn,
     RunOut,
@@ -99,6 +101,17 @@ def _rounds(db: Session, run_id: str) -> list[RoundOut]:
     if not records:
         runs.get_run(db, run_id)  # a run without rounds, or a 404
     return _ROUNDS.validate_python(records, from_attributes=True)
+
+
+@router.get("/{run_id}/rounds/{number}", responses=documented(UNAUTHORIZED, NOT_FOUND))
+def get_round(
+    run_id: UUID,
+    number: Annotated[int, Path(ge=1, le=MAX_INT32, description="The round, from 1.")],
+    db: SessionDep,
+    _: ViewerDep,
+) -> RoundDetailOut:
+    """One finished round of a run, with its agreement graph."""
+    return RoundDetailOut.model_validate(rounds.get_round(db, str(run_id), number))
 
 
 @router.post(

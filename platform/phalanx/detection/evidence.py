@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from phalanx.detection.comparison import DEFAULT_TOL, Mode
 from phalanx.detection.ties import TiePolicy
+from phalanx.english_list import join_words as _join
+from phalanx.english_list import name_numbers as _listing
 
 Severity = Literal["high", "low"]
 EvidenceKind = Literal["outside_max_clique", "majority_minority", "outlier", "low_degree"]
@@ -195,24 +197,6 @@ def _distance_range(distances: Sequence[float]) -> str:
         return _join(words) or "n/a"
     low, high = _num(min(distances)), _num(max(distances))
     return f"{low} on each" if low == high else f"{low} to {high}"
-
-
-_LISTED = 10  # ids shown in a summary before "and N more"
-
-
-def _listing(singular: str, plural: str, ids: Sequence[int]) -> str:
-    """Name ids in English: "worker 3", "workers 0 and 5", "workers 0, 1, 2 and 9 more"."""
-    if len(ids) == 1:
-        return f"{singular} {ids[0]}"
-    shown = [str(i) for i in ids[:_LISTED]]
-    if len(ids) > _LISTED:
-        return f"{plural} {', '.join(shown)} and {len(ids) - _LISTED} more"
-    return f"{plural} {_join(shown)}"
-
-
-def _join(words: Sequence[str]) -> str:
-    """Join words as in English: ``"a"``, ``"a and b"``, ``"a, b and c"``."""
-    return " and ".join([", ".join(words[:-1]), words[-1]]) if len(words) > 1 else "".join(words)
 
 
 def _num(x: float | None) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 import networkx as nx
@@ -65,6 +65,9 @@ class Verdict:
     degrees : dict of int to int
         Degree of each worker that replied in the agreement graph (input for
         `DegreeWindow` once mapped to stable worker ids).
+    conflicts : dict of (int, int) to tuple of int
+        The edges of the conflict graph: each pair of workers ``(a, b)``, ``a < b``,
+        whose replicas disagreed, with the files they disagreed on.
     """
 
     accepted: dict[int, Tensor]
@@ -77,6 +80,7 @@ class Verdict:
     max_cliques: tuple[frozenset[int], ...]
     num_max_cliques: int
     degrees: dict[int, int]
+    conflicts: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; accepted values appear by digest, not by content."""
@@ -217,7 +221,19 @@ def detect(
         rule,
         cliques,
         degrees={w: len(replied) - 1 - conflicts.degree(w) for w in replied},
+        conflicts=_conflict_files(comparisons.values()),
     )
+
+
+def _conflict_files(
+    comparisons: Iterable[FileComparison],
+) -> dict[tuple[int, int], tuple[int, ...]]:
+    """Each pair of workers that disagreed, with the files they disagreed on."""
+    files: dict[tuple[int, int], list[int]] = {}
+    for c in comparisons:
+        for pair in c.conflicts():
+            files.setdefault(pair, []).append(c.file)
+    return {pair: tuple(fs) for pair, fs in sorted(files.items())}
 
 
 def _clique_evidence(
@@ -315,6 +331,7 @@ def _verdict(
     rule: Rule,
     cliques: MaximumCliques,
     degrees: dict[int, int],
+    conflicts: dict[tuple[int, int], tuple[int, ...]] | None = None,
 ) -> Verdict:
     # With nobody replying there is no graph, hence no clique to report.
     listed = cliques.cliques(MAX_LISTED_CLIQUES) if degrees else ()
@@ -330,4 +347,5 @@ def _verdict(
         max_cliques=listed,
         num_max_cliques=count,
         degrees=degrees,
+        conflicts=conflicts or {},
     )

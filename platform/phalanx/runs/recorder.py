@@ -136,6 +136,7 @@ def _round_data(report: RoundReport) -> rounds.RoundData:
         num_rejected=len(report.rejected),
         assignment=report.assignment,
         model_digest=report.model_digest,
+        agreement=report.agreement.to_dict() if report.agreement is not None else None,
     )
 
 

@@ -241,6 +241,12 @@ class Round(Base):
     num_rejected: Mapped[int] = mapped_column(Integer)
     assignment: Mapped[dict[str, Any]] = mapped_column(JSONType, doc="Assignment summary.")
     model_digest: Mapped[str | None] = mapped_column(String(128))
+    # Deferred: listings of rounds never load it; the dashboard reads one round's.
+    agreement: Mapped[dict[str, Any] | None] = mapped_column(
+        JSONType,
+        deferred=True,
+        doc="The round's agreement graph (phalanx.agreement_record); null before it was stored.",
+    )
 
 
 class DetectionEvent(Base):

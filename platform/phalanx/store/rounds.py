@@ -52,6 +52,9 @@ class RoundData:
         Summary of the assignment (scheme, r, files, ...).
     model_digest : str, optional
         SHA-256 of the model after the round.
+    agreement : dict, optional
+        The round's agreement graph, as
+        :meth:`phalanx.agreement_record.AgreementRecord.to_dict` writes it.
     """
 
     number: int
@@ -66,6 +69,7 @@ class RoundData:
     num_rejected: int = 0
     assignment: dict[str, Any] = field(default_factory=dict)
     model_digest: str | None = None
+    agreement: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         """Reject values no real round can have."""
@@ -213,6 +217,7 @@ def record_round(
         num_rejected=round_data.num_rejected,
         assignment=dict(round_data.assignment),
         model_digest=round_data.model_digest,
+        agreement=round_data.agreement,
     )
     rows = [
         DetectionEvent(
@@ -244,8 +249,27 @@ def get_round(session: Session, run_id: str, number: int) -> Round:
     """
     row = session.get(Round, (run_id, number))
     if row is None:
-        raise NotFoundError("round", (run_id, number))
+        raise NotFoundError(f"round {number} of run", run_id)
     return row
+
+
+def get_agreement(session: Session, run_id: str, number: int) -> dict[str, Any] | None:
+    """Return the stored agreement graph of one round (``None`` when it has none).
+
+    Rounds recorded before the graph was stored with each round have none. Read
+    it with :meth:`phalanx.agreement_record.AgreementRecord.from_dict`.
+
+    Raises
+    ------
+    NotFoundError
+        When the run has no such round.
+    """
+    query = select(Round.agreement).where(Round.run_id == run_id, Round.number == number)
+    found = session.execute(query).one_or_none()
+    if found is None:
+        raise NotFoundError(f"round {number} of run", run_id)
+    stored: dict[str, Any] | None = found[0]
+    return stored
 
 
 def list_rounds(session: Session, run_id: str) -> Sequence[Round]:

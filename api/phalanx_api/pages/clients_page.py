@@ -1,0 +1,81 @@
+"""The clients page: one page of clients, their detection events, what an operator may do."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from phalanx.store import Client, ClientStatus, clients
+from phalanx.store import dashboard as queries
+from phalanx.store.counts import clients_by_status
+from phalanx_api.actions import CLIENT_TRANSITIONS, ClientAction
+from phalanx_api.pages.listings import PAGE_SIZE
+
+
+@dataclass(frozen=True)
+class ClientRow:
+    """A client, its events, and what an operator can do to it now."""
+
+    client: Client
+    events: queries.EventCounts
+    actions: tuple[ClientAction, ...]
+
+
+@dataclass(frozen=True)
+class ClientsPage:
+    """The clients page: one page of clients, with counts per status."""
+
+    rows: tuple[ClientRow, ...]
+    status: ClientStatus | None
+    by_status: Mapping[ClientStatus, int]
+    offset: int
+    next_offset: int | None
+
+
+def actions_for(status: ClientStatus, *, proven: bool = True) -> tuple[ClientAction, ...]:
+    """Return the actions that apply to a client in ``status``, in menu order.
+
+    A client that has not proven it holds its key cannot be approved (nor
+    reinstated, which approves it), so it is offered neither.
+    """
+    return tuple(
+        action
+        for action, (sources, target) in CLIENT_TRANSITIONS.items()
+        if status in sources and (proven or target != ClientStatus.APPROVED)
+    )
+
+
+def clients_page(
+    session: Session, *, status: ClientStatus | None, offset: int = 0, limit: int = PAGE_SIZE
+) -> ClientsPage:
+    """Read the clients page.
+
+    Parameters
+    ----------
+    session : Session
+        A read session.
+    status : ClientStatus or None
+        Only clients in this status.
+    offset, limit : int
+        The page, oldest registration first.
+
+    Returns
+    -------
+    ClientsPage
+        Clients with their event counts and applicable actions.
+    """
+    found = clients.list_clients(session, status=status, limit=limit + 1, offset=offset)
+    shown = found[:limit]
+    counts = queries.event_counts_by_client(session, [c.id for c in shown])
+    return ClientsPage(
+        rows=tuple(
+            ClientRow(c, counts[c.id], actions_for(c.status, proven=c.proven_at is not None))
+            for c in shown
+        ),
+        status=status,
+        by_status=clients_by_status(session),
+        offset=offset,
+        next_offset=offset + limit if len(found) > limit else None,
+    )

@@ -1,0 +1,305 @@
+"""The record of a round's agreement graph, stored with the round so that pages only draw it.
+
+Detection (:func:`phalanx.detection.detect`) compares the replicas of every file
+and joins two workers in the agreement graph when they agreed on every file they
+shared. The record keeps what a reader needs to see that graph again: the workers
+that replied, the rule that decided, the *conflict* edges (pairs of workers that
+disagreed, with the files they disagreed on), the degrees of the workers that had
+a conflict, and the maximum cliques. Every pair of workers that replied and is not
+a conflict edge agreed.
+
+Size is bounded whatever the round, so a record stays small at thousands of
+workers:
+
+- edges are the conflicts, never the agreements (which number about K²/2); at
+  most :data:`MAX_CONFLICTS` are listed, those of flagged workers first, with at
+  most :data:`MAX_FILES_PER_CONFLICT` files each, and the true counts beside them;
+- at most :data:`MAX_CLIQUES` maximum cliques are listed, each as the workers that
+  replied but are *outside* it (a handful, where the clique itself is nearly
+  everyone), with the true number of maximum cliques beside them;
+- the workers that replied are stored as ranges (``[[0, 999]]`` when all 1,000
+  replied) and degrees only for workers that had a conflict (every other worker
+  agreed with all the others).
+
+At K = 1,000 with 100 colluding workers (r = 3, three files each) the record
+takes about 36 KB of JSON; however the conflicts fall, a record of 1,000 workers
+stays under about 125 KB (``tests/unit/test_agreement_record.py`` measures both).
+
+The stored form (:meth:`AgreementRecord.to_dict`) is plain JSON with a
+``version``; :meth:`AgreementRecord.from_dict` reads it back and refuses anything
+malformed or beyond these bounds, since a database row is input like any other.
+This module imports no torch: the dashboard reads records without it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from phalanx.config import MAX_WORKERS
+
+if TYPE_CHECKING:
+    from phalanx.detection import Verdict
+
+#: Version of the stored form written by :meth:`AgreementRecord.to_dict`.
+VERSION = 1
+#: Most conflict edges a record lists (more than the 780 pairs of 40 workers, the
+#: most the dashboard draws in full, so its full drawings are never cut short).
+MAX_CONFLICTS = 1_000
+#: Most files listed on one conflict edge.
+MAX_FILES_PER_CONFLICT = 8
+#: Most maximum cliques a record lists.
+MAX_CLIQUES = 8
+#: Longest rule name read back.
+_MAX_RULE_LENGTH = 32
+
+
+class AgreementRecordError(ValueError):
+    """A stored agreement record is malformed or larger than a record can be."""
+
+
+@dataclass(frozen=True)
+class ConflictEdge:
+    """Two workers whose replicas disagreed on at least one file they shared.
+
+    Attributes
+    ----------
+    a, b : int
+        The workers, ``a < b``.
+    files : tuple of int
+        Files they disagreed on (at most :data:`MAX_FILES_PER_CONFLICT`).
+    num_files : int
+        How many files they disagreed on in all.
+    """
+
+    a: int
+    b: int
+    files: tuple[int, ...]
+    num_files: int
+
+
+@dataclass(frozen=True)
+class AgreementRecord:
+    """A round's agreement graph, as stored with the round.
+
+    Attributes
+    ----------
+    rule : str
+        How detection decided: ``"unique_clique"``, ``"unanimity"`` or
+        ``"majority"`` (maximum cliques tied), ``"outlier"`` or ``"none"`` (no
+        file had two replies, so nothing was compared).
+    replied : tuple of int
+        Workers whose replies reached detection, in increasing order.
+    flagged : tuple of int
+        Workers detection flagged (a later overflow flag is not among them).
+    degrees : Mapping[int, int]
+        Degree in the agreement graph of each worker that had a conflict; every
+        other worker that replied has degree ``len(replied) - 1``.
+    conflicts : tuple of ConflictEdge
+        Conflict edges, by ``(a, b)``; at most :data:`MAX_CONFLICTS`.
+    num_conflicts : int
+        How many conflict edges the round had.
+    outside_max_cliques : tuple of tuple of int
+        Each listed maximum clique, as the workers that replied but are not in it;
+        at most :data:`MAX_CLIQUES`.
+    num_max_cliques : int
+        How many maximum cliques the round had (0 when nobody replied).
+    """
+
+    rule: str
+    replied: tuple[int, ...]
+    flagged: tuple[int, ...]
+    degrees: Mapping[int, int]
+    conflicts: tuple[ConflictEdge, ...]
+    num_conflicts: int
+    outside_max_cliques: tuple[tuple[int, ...], ...]
+    num_max_cliques: int
+
+    @property
+    def compared(self) -> bool:
+        """Whether any file had two replies, so that there is a graph to draw."""
+        return self.rule not in ("outlier", "none")
+
+    @property
+    def complete(self) -> bool:
+        """Whether every conflict edge of the round is listed."""
+        return len(self.conflicts) == self.num_conflicts
+
+    def degree(self, worker: int) -> int | None:
+        """Return a worker's degree in the agreement graph (``None`` if it did not reply)."""
+        if worker in self.degrees:
+            return self.degrees[worker]
+        at = bisect.bisect_left(self.replied, worker)
+        replied = at < len(self.replied) and self.replied[at] == worker
+        return len(self.replied) - 1 if replied else None
+
+    @classmethod
+    def from_verdict(cls, verdict: Verdict) -> AgreementRecord:
+        """Record the agreement graph behind a round's :class:`~phalanx.detection.Verdict`."""
+        replied = tuple(sorted(verdict.degrees))
+        full = len(replied) - 1
+        flagged = frozenset(verdict.flagged)
+        pairs = sorted(verdict.conflicts, key=lambda p: (not (flagged & set(p)), p))
+        listed = sorted(pairs[:MAX_CONFLICTS])
+        everyone = frozenset(replied)
+        return cls(
+            rule=verdict.rule,
+            replied=replied,
+            flagged=tuple(sorted(flagged)),
+            degrees={w: d for w, d in sorted(verdict.degrees.items()) if d < full},
+            conflicts=tuple(
+                ConflictEdge(
+                    a=a,
+                    b=b,
+                    files=tuple(verdict.conflicts[a, b][:MAX_FILES_PER_CONFLICT]),
+                    num_files=len(verdict.conflicts[a, b]),
+                )
+                for a, b in listed
+            ),
+            num_conflicts=len(verdict.conflicts),
+            outside_max_cliques=tuple(
+                tuple(sorted(everyone - clique)) for clique in verdict.max_cliques[:MAX_CLIQUES]
+            ),
+            num_max_cliques=verdict.num_max_cliques,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the stored form: JSON-safe, compact where it grows with the workers."""
+        return {
+            "version": VERSION,
+            "rule": self.rule,
+            "replied": [list(span) for span in _ranges(self.replied)],
+            "flagged": list(self.flagged),
+            "degrees": [[w, d] for w, d in sorted(self.degrees.items())],
+            "conflicts": [
+                {"a": e.a, "b": e.b, "files": list(e.files), "num_files": e.num_files}
+                for e in self.conflicts
+            ],
+            "num_conflicts": self.num_conflicts,
+            "outside_max_cliques": [list(outside) for outside in self.outside_max_cliques],
+            "num_max_cliques": self.num_max_cliques,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> AgreementRecord:
+        """Read a stored record back.
+
+        Raises
+        ------
+        AgreementRecordError
+            When ``data`` is not a record of this version, or breaks its bounds.
+        """
+        fields = _mapping(data, "the record")
+        version = fields.get("version")
+        if version != VERSION:
+            numbered = isinstance(version, int) and not isinstance(version, bool)
+            raise AgreementRecordError(
+                f"record version {version} is not {VERSION}"
+                if numbered
+                else "record has no version"
+            )
+        rule = fields.get("rule")
+        if not isinstance(rule, str) or not 0 < len(rule) <= _MAX_RULE_LENGTH:
+            raise AgreementRecordError("rule is not a short string")
+        replied = _expand(_list(fields.get("replied"), "replied", MAX_WORKERS))
+        known = frozenset(replied)
+        degrees: dict[int, int] = {}
+        for item in _list(fields.get("degrees"), "degrees", MAX_WORKERS):
+            pair = _list(item, "a degree", 2)
+            if len(pair) != 2:
+                raise AgreementRecordError("a degree is not a [worker, degree] pair")
+            worker, degree = _worker(pair[0], known), _count(pair[1], "a degree")
+            degrees[worker] = degree
+        listed = _list(fields.get("conflicts"), "conflicts", MAX_CONFLICTS)
+        conflicts = tuple(sorted((_edge(item, known) for item in listed), key=lambda e: (e.a, e.b)))
+        if len({(e.a, e.b) for e in conflicts}) < len(conflicts):
+            raise AgreementRecordError("a conflict is listed twice")
+        cliques = tuple(
+            _workers(item, "a clique", known)
+            for item in _list(fields.get("outside_max_cliques"), "cliques", MAX_CLIQUES)
+        )
+        record = cls(
+            rule=rule,
+            replied=replied,
+            flagged=_workers(fields.get("flagged"), "flagged", known),
+            degrees=degrees,
+            conflicts=conflicts,
+            num_conflicts=_count(fields.get("num_conflicts"), "num_conflicts"),
+            outside_max_cliques=cliques,
+            num_max_cliques=_count(fields.get("num_max_cliques"), "num_max_cliques"),
+        )
+        if record.num_conflicts < len(record.conflicts):
+            raise AgreementRecordError("num_conflicts is below the conflicts listed")
+        return record
+
+
+def _ranges(workers: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted distinct workers as inclusive ranges: ``[0, 1, 2, 5]`` -> ``[(0, 2), (5, 5)]``."""
+    spans: list[tuple[int, int]] = []
+    for w in workers:
+        if spans and spans[-1][1] == w - 1:
+            spans[-1] = (spans[-1][0], w)
+        else:
+            spans.append((w, w))
+    return spans
+
+
+def _expand(spans: Iterable[object]) -> tuple[int, ...]:
+    workers: list[int] = []
+    for item in spans:
+        span = _list(item, "a range of workers", 2)
+        if len(span) != 2:
+            raise AgreementRecordError("a range of workers is not a [first, last] pair")
+        first, last = _count(span[0], "a worker"), _count(span[1], "a worker")
+        if last < first or (workers and first <= workers[-1]):
+            raise AgreementRecordError("ranges of workers are not increasing")
+        if len(workers) + last - first + 1 > MAX_WORKERS:
+            raise AgreementRecordError(f"more than {MAX_WORKERS} workers replied")
+        workers.extend(range(first, last + 1))
+    return tuple(workers)
+
+
+def _edge(item: object, known: frozenset[int]) -> ConflictEdge:
+    fields = _mapping(item, "a conflict")
+    a, b = _worker(fields.get("a"), known), _worker(fields.get("b"), known)
+    if not a < b:
+        raise AgreementRecordError("a conflict does not join two workers in order")
+    listed = _list(fields.get("files"), "files", MAX_FILES_PER_CONFLICT)
+    files = tuple(_count(f, "a file") for f in listed)
+    num_files = _count(fields.get("num_files"), "num_files")
+    if num_files < len(files):
+        raise AgreementRecordError("num_files is below the files listed")
+    return ConflictEdge(a=a, b=b, files=files, num_files=num_files)
+
+
+def _mapping(value: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise AgreementRecordError(f"{what} is not a JSON object")
+    return value
+
+
+def _list(value: object, what: str, most: int) -> list[Any]:
+    if not isinstance(value, list):
+        raise AgreementRecordError(f"{what} is not a list")
+    if len(value) > most:
+        raise AgreementRecordError(f"{what} has more than {most} entries")
+    return value
+
+
+def _count(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise AgreementRecordError(f"{what} is not a non-negative integer")
+    return value
+
+
+def _workers(value: object, what: str, known: frozenset[int]) -> tuple[int, ...]:
+    return tuple(sorted({_worker(w, known) for w in _list(value, what, MAX_WORKERS)}))
+
+
+def _worker(value: object, known: frozenset[int]) -> int:
+    worker = _count(value, "a worker")
+    if worker not in known:
+        raise AgreementRecordError(f"worker {worker} is named but did not reply")
+    return worker

@@ -1,0 +1,244 @@
+"""The stored record of a round's agreement graph: built from detection, bounded, read back."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import random
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+
+from phalanx.agreement_record import (
+    MAX_CLIQUES,
+    MAX_CONFLICTS,
+    MAX_FILES_PER_CONFLICT,
+    AgreementRecord,
+    AgreementRecordError,
+    ConflictEdge,
+)
+from phalanx.assignment import Assignment, bibd_assignment
+from phalanx.detection import Replica, Verdict, detect, payload_digest
+
+DIM = 8
+
+
+def honest_value(file: int) -> Tensor:
+    return torch.randn(DIM, generator=torch.Generator().manual_seed(1000 + file))
+
+
+def replica(worker: int, file: int, value: Tensor) -> Replica:
+    value = value.to(torch.float32)
+    return Replica(worker, file, value, payload_digest(value.numpy().tobytes()))
+
+
+def attacked(assignment: Assignment, liars: frozenset[int]) -> list[Replica]:
+    """Every liar sends the same wrong value for every file (they collude)."""
+    return [
+        replica(w, f, -100.0 * honest_value(f) if w in liars else honest_value(f))
+        for f, workers in enumerate(assignment.files)
+        for w in workers
+    ]
+
+
+def stored(record: AgreementRecord) -> Any:
+    """The record as the database hands it back: through JSON."""
+    return json.loads(json.dumps(record.to_dict(), allow_nan=False))
+
+
+def synthetic_verdict(
+    workers: int, conflicts: dict[tuple[int, int], tuple[int, ...]], flagged: frozenset[int]
+) -> Verdict:
+    degree = {w: workers - 1 for w in range(workers)}
+    for a, b in conflicts:
+        degree[a] -= 1
+        degree[b] -= 1
+    return Verdict(
+        accepted={},
+        accepted_from={},
+        accepted_digests={},
+        dropped=(),
+        flagged=flagged,
+        evidence={},
+        rule="unique_clique",
+        max_cliques=(frozenset(range(workers)) - flagged,),
+        num_max_cliques=1,
+        degrees=degree,
+        conflicts=conflicts,
+    )
+
+
+def test_a_round_is_recorded_with_its_conflicts_degrees_and_clique() -> None:
+    assignment = bibd_assignment(7, 3)
+    liars = frozenset({2, 5})
+    verdict = detect(assignment, attacked(assignment, liars))
+
+    record = AgreementRecord.from_verdict(verdict)
+
+    assert record.rule == "unique_clique" and record.compared and record.complete
+    assert record.replied == tuple(range(7)) and record.flagged == (2, 5)
+    honest = [w for w in range(7) if w not in liars]
+    # Every pair of workers shares exactly one file in STS(7): each honest-liar pair
+    # disagreed on it, the two colluders agreed with each other.
+    assert {(e.a, e.b) for e in record.conflicts} == {
+        tuple(sorted((h, liar))) for h in honest for liar in liars
+    }
+    for edge in record.conflicts:
+        (shared,) = [f for f, ws in enumerate(assignment.files) if {edge.a, edge.b} <= set(ws)]
+        assert edge.files == (shared,) and edge.num_files == 1
+    assert record.degrees == {**{h: 4 for h in honest}, 2: 1, 5: 1}
+    assert record.degree(0) == 4 and record.degree(2) == 1 and record.degree(9) is None
+    assert record.outside_max_cliques == ((2, 5),) and record.num_max_cliques == 1
+
+
+def test_a_record_reads_back_what_was_stored() -> None:
+    assignment = bibd_assignment(7, 3)
+    record = AgreementRecord.from_verdict(detect(assignment, attacked(assignment, frozenset({4}))))
+
+    data = stored(record)
+
+    assert data["replied"] == [[0, 6]]
+    assert AgreementRecord.from_dict(data) == record
+
+
+def test_a_degree_absent_from_the_record_is_full() -> None:
+    assignment = bibd_assignment(7, 3)
+    record = AgreementRecord.from_verdict(detect(assignment, attacked(assignment, frozenset())))
+    assert record.conflicts == () and record.degrees == {} and record.flagged == ()
+    assert [record.degree(w) for w in range(7)] == [6] * 7
+
+
+def test_tied_groups_keep_the_conflicts_between_unflagged_workers() -> None:
+    # Files are the pairs of 7 workers; 0 and 1 lie only to 2 and 3, 6 lies to everyone:
+    # {0, 1, 4, 5} and {2, 3, 4, 5} tie as largest agreeing groups.
+    assignment = Assignment(num_workers=7, files=tuple(itertools.combinations(range(7), 2)))
+    replicas = []
+    for f, (a, b) in enumerate(assignment.files):
+        for w, other in ((a, b), (b, a)):
+            lies = w == 6 or (w in (0, 1) and other in (2, 3))
+            replicas.append(replica(w, f, -honest_value(f) + w if lies else honest_value(f)))
+    verdict = detect(assignment, replicas)
+    assert verdict.rule == "unanimity" and verdict.flagged == {6}
+
+    record = AgreementRecord.from_verdict(verdict)
+
+    pairs = {(e.a, e.b) for e in record.conflicts}
+    assert {(0, 2), (0, 3), (1, 2), (1, 3)} <= pairs  # neither end flagged
+    assert record.num_max_cliques == 2
+    assert set(record.outside_max_cliques) == {(2, 3, 6), (0, 1, 6)}
+
+
+def test_single_replicas_record_that_nothing_was_compared() -> None:
+    assignment = Assignment(num_workers=5, files=tuple((w,) for w in range(5)))
+    record = AgreementRecord.from_verdict(detect(assignment, attacked(assignment, frozenset())))
+    assert record.rule in ("outlier", "none") and not record.compared
+    assert record.conflicts == () and record.replied == tuple(range(5))
+
+
+def test_a_round_nobody_answered_is_recorded_empty() -> None:
+    record = AgreementRecord.from_verdict(detect(bibd_assignment(7, 3), []))
+    assert record.replied == () and record.num_max_cliques == 0
+    assert AgreementRecord.from_dict(stored(record)) == record
+
+
+def test_a_thousand_workers_with_a_hundred_liars_make_a_small_record() -> None:
+    rng = random.Random(7)
+    k, per_worker, r = 1000, 3, 3
+    slots = [w for w in range(k) for _ in range(per_worker)]
+    rng.shuffle(slots)
+    files = tuple(tuple(sorted(set(slots[i : i + r]))) for i in range(0, len(slots), r))
+    assignment = Assignment(num_workers=k, files=files, scheme="random")
+    liars = frozenset(rng.sample(range(k), 100))
+    verdict = detect(assignment, attacked(assignment, liars))
+    assert verdict.flagged == liars
+
+    record = AgreementRecord.from_verdict(verdict)
+    size = len(json.dumps(record.to_dict()))
+
+    assert record.complete and record.num_conflicts == len(verdict.conflicts) > 300
+    # About 36 KB: ~600 conflicts and the degrees of the ~700 workers in them, never the
+    # ~500,000 pairs that agreed.
+    assert size < 40_000, size
+
+
+def test_the_listed_parts_stay_bounded_however_many_conflicts_there_are() -> None:
+    workers = 1000
+    liars = frozenset(range(900, 1000))
+    # Every honest worker disagrees with every other one on ten files, the liars too.
+    many_files = tuple(range(10))
+    conflicts = {pair: many_files for pair in itertools.combinations(range(workers), 2)}
+    verdict = synthetic_verdict(workers, conflicts, liars)
+    verdict = dataclasses.replace(
+        verdict,
+        max_cliques=tuple(frozenset({w}) for w in range(64)),
+        num_max_cliques=workers,
+    )
+
+    record = AgreementRecord.from_verdict(verdict)
+
+    assert len(record.conflicts) == MAX_CONFLICTS and record.num_conflicts == len(conflicts)
+    assert not record.complete
+    assert all(liars & {e.a, e.b} for e in record.conflicts)  # flagged workers' edges first
+    assert all(
+        len(e.files) == MAX_FILES_PER_CONFLICT and e.num_files == 10 for e in record.conflicts
+    )
+    assert len(record.outside_max_cliques) == MAX_CLIQUES and record.num_max_cliques == workers
+    size = len(json.dumps(record.to_dict()))
+    assert size < 128_000, size
+    assert AgreementRecord.from_dict(stored(record)) == record
+
+
+def _valid() -> dict[str, Any]:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, frozenset({2, 5})))
+    data: dict[str, Any] = stored(AgreementRecord.from_verdict(verdict))
+    return data
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(version=2), "version 2 is not 1"),
+        (lambda d: d.update(version="x" * 10_000), "has no version"),
+        (lambda d: d.update(rule=None), "rule"),
+        (lambda d: d.update(rule="x" * 33), "rule"),
+        (lambda d: d.update(replied="0-6"), "replied is not a list"),
+        (lambda d: d.update(replied=[[0, 3], [2, 6]]), "not increasing"),
+        (lambda d: d.update(replied=[[6, 0]]), "not increasing"),
+        (lambda d: d.update(replied=[[0, 10**9]]), "more than"),
+        (lambda d: d.update(replied=[[0, True]]), "non-negative integer"),
+        (lambda d: d.update(flagged=[7]), "did not reply"),
+        (lambda d: d.update(degrees=[[0]]), "pair"),
+        (lambda d: d.update(degrees=[[0, -1]]), "non-negative integer"),
+        (lambda d: d["conflicts"].append(d["conflicts"][0]), "listed twice"),
+        (lambda d: d["conflicts"][0].update(a=5, b=0), "in order"),
+        (lambda d: d["conflicts"][0].update(files=list(range(9))), "more than 8"),
+        (lambda d: d["conflicts"][0].update(num_files=0), "below the files"),
+        (lambda d: d.update(conflicts=[{"a": 0, "b": 1}] * 1001), "more than 1000"),
+        (lambda d: d.update(num_conflicts=1), "below the conflicts"),
+        (lambda d: d.update(outside_max_cliques=[[1.5]]), "non-negative integer"),
+        (lambda d: d.update(num_max_cliques="1"), "non-negative integer"),
+    ],
+)
+def test_a_malformed_record_is_refused_with_its_reason(change: Any, message: str) -> None:
+    data = _valid()
+    change(data)
+    with pytest.raises(AgreementRecordError, match=message):
+        AgreementRecord.from_dict(data)
+
+
+@pytest.mark.parametrize("data", [None, [], "record", 3])
+def test_something_other_than_an_object_is_refused(data: object) -> None:
+    with pytest.raises(AgreementRecordError, match="not a JSON object"):
+        AgreementRecord.from_dict(data)
+
+
+def test_edges_read_back_in_order() -> None:
+    data = _valid()
+    data["conflicts"].reverse()
+    record = AgreementRecord.from_dict(data)
+    assert [(e.a, e.b) for e in record.conflicts] == sorted((e.a, e.b) for e in record.conflicts)
+    assert isinstance(record.conflicts[0], ConflictEdge)
