@@ -58,8 +58,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from api_burst import QUICK_BURST, BurstSettings, burst_markdown, run_burst
-from api_harness import (
+from sqlalchemy import text
+
+from phalanx.store import Role, keys, make_engine, migrate, session_factory
+
+if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.lib.api_burst import QUICK_BURST, BurstSettings, burst_markdown, run_burst
+from benchmarks.lib.api_harness import (
     Load,
     Sample,
     Server,
@@ -69,10 +76,7 @@ from api_harness import (
     throwaway_postgres,
     uvicorn_server,
 )
-from api_seed import Seeded, seed
-from sqlalchemy import text
-
-from phalanx.store import Role, keys, make_engine, migrate, session_factory
+from benchmarks.lib.api_seed import Seeded, seed
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

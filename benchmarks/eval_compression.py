@@ -74,17 +74,6 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Literal  # noqa: E402
 
 import torch  # noqa: E402
-from compression_baselines import (  # noqa: E402
-    QSGD,
-    BaselineChannel,
-    BaselineReplica,
-    Compressor,
-    ScaledSign,
-    TopK,
-    Zstd,
-    layer_sizes,
-)
-from inprocess_sharing import ReportSink, SharedUpdates, SharingWorker  # noqa: E402
 
 from phalanx.channel import Downlink  # noqa: E402
 from phalanx.codec import LayerSpec  # noqa: E402
@@ -97,6 +86,25 @@ from phalanx.roster import simulated_roster  # noqa: E402
 from phalanx.runs import build_coordinator, execute_run  # noqa: E402
 from phalanx_clients.inprocess import InProcessTransport  # noqa: E402
 from phalanx_clients.worker import Worker  # noqa: E402
+
+if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.lib.compression_baselines import (  # noqa: E402
+    QSGD,
+    BaselineChannel,
+    BaselineReplica,
+    Compressor,
+    ScaledSign,
+    TopK,
+    Zstd,
+    layer_sizes,
+)
+from benchmarks.lib.inprocess_sharing import (  # noqa: E402
+    ReportSink,
+    SharedUpdates,
+    SharingWorker,
+)
 
 RESULTS = Path(__file__).parent / "results"
 K = 15

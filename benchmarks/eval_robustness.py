@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from inprocess_sharing import ReportSink, SharedUpdates, SharingWorker
 from torch import Tensor
 
 from phalanx.assignment import Assignment
@@ -70,6 +69,11 @@ from phalanx.runs import execute_run, summarize
 from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
+
+if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.lib.inprocess_sharing import ReportSink, SharedUpdates, SharingWorker
 
 RESULTS = Path(__file__).parent / "results"
 K = 15

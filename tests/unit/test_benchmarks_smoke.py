@@ -1,36 +1,20 @@
-"""The pure helpers of benchmarks/eval_robustness.py, eval_compression.py and bench_round.py."""
+"""The pure helpers of the robustness, compression and round-time benchmarks (benchmarks/lib)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from benchmarks import eval_compression as compression
+from benchmarks import eval_robustness as robustness
+from benchmarks.lib.round_timing import timed
 from phalanx.config import load_run_config
 from tests.reports import round_report
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
-
-
-_load("inprocess_sharing")  # imported by the evaluations as a sibling module
-robustness = _load("eval_robustness")
-bench_round = _load("bench_round")
-_load("compression_baselines")
-compression = _load("eval_compression")
 
 SETTINGS = robustness.Settings(
     rounds=12, model="mlp", eval_samples=1000, optimizer="adam", server_lr=0.005
@@ -240,7 +224,7 @@ def test_markdown_lists_every_row_and_marks_failures() -> None:
 
 
 def test_round_timing_leaves_out_the_first_and_the_last_round() -> None:
-    rounds, evals = bench_round.timed([10.0, 12.0, 15.0, 19.0, 30.0], [1, 2, 3, 4, 9])
+    rounds, evals = timed([10.0, 12.0, 15.0, 19.0, 30.0], [1, 2, 3, 4, 9])
     assert rounds == [2.0, 3.0, 4.0] and evals == [2, 3, 4]
 
 
