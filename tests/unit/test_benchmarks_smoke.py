@@ -8,8 +8,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks import eval_compression as compression
 from benchmarks import eval_robustness as robustness
+from benchmarks.lib import (
+    compression_goals,
+    compression_grid,
+    compression_markdown,
+    compression_runs,
+)
 from benchmarks.lib.round_timing import timed
 from phalanx.config import load_run_config
 from tests.reports import round_report
@@ -229,7 +234,7 @@ def test_round_timing_leaves_out_the_first_and_the_last_round() -> None:
 
 
 def _coded_row(method: Any, r: int = 3, seed: int = 2026, accuracy: float = 0.78) -> Any:
-    return compression.Row(
+    return compression_runs.Row(
         method=method.kind,
         params=dict(method.params),
         final_accuracy=accuracy,
@@ -241,7 +246,7 @@ def _coded_row(method: Any, r: int = 3, seed: int = 2026, accuracy: float = 0.78
         rounds=30,
         label=method.label,
         scheme="bibd",
-        transport=compression.IN_PROCESS,
+        transport=compression_grid.IN_PROCESS,
         samples_per_file=14,
         parameters=10,
         payloads=1,
@@ -265,18 +270,20 @@ def _coded_row(method: Any, r: int = 3, seed: int = 2026, accuracy: float = 0.78
 
 
 def test_more_seeds_repeat_only_fp32_and_the_goal_candidates() -> None:
-    candidate = compression.GOAL_METHODS[0]
-    cases = compression.seed_grid([compression.FP32, compression.ZSTD, candidate], [1, 3], 3)
+    candidate = compression_grid.GOAL_METHODS[0]
+    cases = compression_grid.seed_grid(
+        [compression_grid.FP32, compression_grid.ZSTD, candidate], [1, 3], 3
+    )
     assert {(c.method, c.r, c.seed) for c in cases} == {
-        (m, r, s) for m in (compression.FP32, candidate) for r in (1, 3) for s in (2027, 2028)
+        (m, r, s) for m in (compression_grid.FP32, candidate) for r in (1, 3) for s in (2027, 2028)
     }
     assert len({c.run_id for c in cases}) == len(cases)
-    assert cases[0].config(compression.Settings(30, 5, 500, {1: 32, 3: 14})).seed == 2027
-    assert compression.seed_grid([candidate], [3], 1) == []
+    assert cases[0].config(compression_grid.Settings(30, 5, 500, {1: 32, 3: 14})).seed == 2027
+    assert compression_grid.seed_grid([candidate], [3], 1) == []
 
 
 def test_the_compression_goal_is_judged_on_the_mean_over_seeds_against_fp32_of_each_seed() -> None:
-    fp32, candidate, single = compression.FP32, *compression.GOAL_METHODS[:2]
+    fp32, candidate, single = compression_grid.FP32, *compression_grid.GOAL_METHODS[:2]
     rows = [
         _coded_row(fp32, seed=2026, accuracy=0.80),
         _coded_row(fp32, seed=2027, accuracy=0.76),
@@ -284,22 +291,22 @@ def test_the_compression_goal_is_judged_on_the_mean_over_seeds_against_fp32_of_e
         _coded_row(candidate, seed=2027, accuracy=0.755),  # -0.5 points
         _coded_row(single, seed=2026, accuracy=0.80),  # one seed only: cannot meet the goal
     ]
-    rows = compression.with_references(rows, 30)
+    rows = compression_goals.with_references(rows, 30)
     assert rows[3].accuracy_drop_vs_fp32 == pytest.approx(0.005)
-    [outcome, lone] = compression.outcomes(rows, 30)
+    [outcome, lone] = compression_goals.outcomes(rows, 30)
     assert outcome.seeds == (2026, 2027) and outcome.drop == pytest.approx(0.0085)
     assert outcome.reduction == pytest.approx(1 - 8 / 1_000)
     assert lone.seeds == (2026,)
-    [goal] = compression.goals(rows, 30)
+    [goal] = compression_goals.goals(rows, 30)
     assert goal.met and f"met by {candidate.label} (judged on the mean over 2 seeds)" in goal.detail
     worse = [*rows[:3], dataclasses.replace(rows[3], final_accuracy=0.74)]
-    [goal] = compression.goals(compression.with_references(worse, 30), 30)
+    [goal] = compression_goals.goals(compression_goals.with_references(worse, 30), 30)
     assert not goal.met
 
 
 def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_rest() -> None:
-    fp32, candidate = compression.FP32, compression.GOAL_METHODS[0]
-    rows = compression.with_references(
+    fp32, candidate = compression_grid.FP32, compression_grid.GOAL_METHODS[0]
+    rows = compression_goals.with_references(
         [
             _coded_row(fp32, seed=2026),
             _coded_row(fp32, seed=2027, accuracy=0.70),
@@ -308,8 +315,8 @@ def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_
         ],
         30,
     )
-    settings = compression.Settings(30, 5, 500, {1: 32, 3: 14}, seeds=2)
-    text = compression.markdown(rows, settings, ["notes"], 30)
+    settings = compression_grid.Settings(30, 5, 500, {1: 32, 3: 14}, seeds=2)
+    text = compression_markdown.markdown(rows, settings, ["notes"], 30)
     main_table = text.split("## r = 3")[1].split("## Seeds")[0]
     assert "70.00" not in main_table and "69.00" not in main_table
     seeds = text.split("## Seeds")[1]
@@ -319,15 +326,19 @@ def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_
 @pytest.mark.parametrize(
     ("example", "method", "r"),
     [
-        ("thin-links.toml", compression.adam_coded(20.0), 3),
-        ("thin-links-r1.toml", compression.adam_coded(20.0, low_rank=compression.LOW_RANK), 1),
+        ("thin-links.toml", compression_grid.adam_coded(20.0), 3),
+        (
+            "thin-links-r1.toml",
+            compression_grid.adam_coded(20.0, low_rank=compression_grid.LOW_RANK),
+            1,
+        ),
     ],
 )
 def test_the_thin_links_examples_run_the_compression_goal_candidates(example, method, r) -> None:
-    assert method in compression.GOAL_METHODS
+    assert method in compression_grid.GOAL_METHODS
     config = load_run_config(BENCHMARKS.parent / "examples" / example)
-    settings = compression.Settings(30, 5, 500, {1: 32, 3: 14})
-    measured = compression.Case(method, r).config(settings)
+    settings = compression_grid.Settings(30, 5, 500, {1: 32, 3: 14})
+    measured = compression_grid.Case(method, r).config(settings)
     for section in ("codec", "training", "assignment", "aggregation", "attack"):
         assert getattr(config, section) == getattr(measured, section), section
     assert (config.seed, config.rounds) == (measured.seed, measured.rounds)
