@@ -19,6 +19,7 @@ GOAL_ACCURACY_DROP = 0.01
 
 
 def fp32_reference(rows: Sequence[Row], r: int, seed: int = SEED) -> Row | None:
+    """The finished in-process fp32 row at ``r`` and ``seed``, if there is one."""
     return next(
         (
             x
@@ -162,5 +163,6 @@ def standard_error(values: Sequence[float]) -> float | None:
 
 
 def spread(drops: Sequence[float]) -> str:
+    """The standard error of ``drops`` in points, or a dash."""
     error = standard_error(drops)
     return "—" if error is None else f"{100 * error:.2f}"

@@ -379,6 +379,7 @@ def describe(
 
 
 def log_row(row: Row) -> None:
+    """One line on stderr per finished run."""
     sys.stderr.write(
         f"{'flower' if row.transport == FLOWER else 'local':<6} r={row.r} {row.label:<42} "
         f"rounds={row.rounds:<3} acc={_pct(row.final_accuracy)} "

@@ -198,6 +198,7 @@ def run_case(case: Case, settings: Settings) -> Row:
 
 @functools.lru_cache(maxsize=1)
 def model_parameters() -> int:
+    """Parameters of the CNN every compression run trains."""
     return num_params(build_model("cnn", in_channels=1, image_size=28, num_classes=10))
 
 
