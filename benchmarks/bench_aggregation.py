@@ -77,14 +77,22 @@ from benchmarks.lib.aggregation_cases import (  # noqa: E402
     byzantine_count,
     make_updates,
 )
-from benchmarks.lib.aggregation_markdown import goals, write_markdown  # noqa: E402
+from benchmarks.lib.aggregation_markdown import goals, markdown  # noqa: E402
 from benchmarks.lib.aggregation_memory import measure_memory, memory_child  # noqa: E402
 from benchmarks.lib.aggregation_peers import flower_setup, load_byzfl  # noqa: E402
 from benchmarks.lib.aggregation_timing import extra_rows, time_cases  # noqa: E402
+from benchmarks.lib.results import (  # noqa: E402
+    RESULTS,
+    load_average,
+    machine,
+    report_path,
+    version,
+    write_json,
+    write_markdown,
+)
 
 torch.set_num_threads(int(THREADS))
 
-RESULTS = Path(__file__).parent / "results"
 FULL_NS = (15, 50, 100)
 FULL_DS = (100_000, 1_000_000)
 QUICK_NS = (50,)
@@ -92,10 +100,6 @@ QUICK_DS = (20_000,)
 
 
 # --------------------------------------------------------------------------- main
-
-
-def load_average() -> str:
-    return f"{os.getloadavg()[0]:.2f}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -125,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ns = args.ns or (QUICK_NS if args.quick else FULL_NS)
     ds = args.ds or (QUICK_DS if args.quick else FULL_DS)
     args.repeats = args.repeats or (3 if args.quick else 5)
-    out = args.out or RESULTS / ("aggregation_quick" if args.quick else "aggregation")
+    out = args.out or report_path(RESULTS, "aggregation", "", quick=args.quick)
     nnm_limit = args.byzfl_nnm_limit_gib * 2**30
     byzfl = load_byzfl() if "byzfl" in args.impls else None
     fl = flower_setup() if "flower" in args.impls else None
@@ -135,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     gc.collect()
     gc.freeze()
 
-    started, load_before = time.perf_counter(), load_average()
+    started, load_before = time.perf_counter(), f"{load_average():.2f}"
     rows: list[dict[str, Any]] = []
     skips: list[Skip] = []
     for d in ds:
@@ -188,10 +192,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows += extra
     wall = time.perf_counter() - started
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
-    write_markdown(
-        out.with_suffix(".md"), rows, skips, args, (load_before, load_average()), wall, extra_note
+    write_json(out.with_suffix(".json"), rows, indent=1)
+    text = markdown(
+        rows,
+        skips,
+        args,
+        (load_before, f"{load_average():.2f}"),
+        wall,
+        extra_note,
+        host=machine(),
+        versions={name: version(name) for name in ("torch", "numpy", "flwr", "byzfl")},
     )
+    write_markdown(out.with_suffix(".md"), text, echo=False)
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')} in {wall:.0f} s")
     for line in goals(rows):
         print(line)

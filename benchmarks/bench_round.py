@@ -22,15 +22,13 @@ that closes each round); round 1, which starts the workers, is left out. The
 two systems alternate, ``--repeats`` times each, and the ratio is that of the
 median round times.
 
-Writes ``benchmarks/results/round.json`` and ``round.md``.
+Writes ``benchmarks/results/round.json`` and ``round.md`` (``round_quick.*`` with
+``--quick``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -53,6 +51,15 @@ if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` f
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from benchmarks.lib.fedavg_apps import backend_config, fedavg_client_app, fedavg_server_app
+from benchmarks.lib.results import (
+    RESULTS,
+    Machine,
+    machine,
+    report_path,
+    version,
+    write_json,
+    write_markdown,
+)
 from benchmarks.lib.round_timing import (
     FEDAVG,
     PHALANX,
@@ -61,8 +68,6 @@ from benchmarks.lib.round_timing import (
     summary,
     timed,
 )
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def federation(
@@ -151,17 +156,23 @@ def run_fedavg(config: RunConfig, repeat: int) -> Measurement:
 
 
 def markdown(
-    config: RunConfig, measurements: Sequence[Measurement], result: dict[str, Any], quick: bool
+    config: RunConfig,
+    measurements: Sequence[Measurement],
+    result: dict[str, Any],
+    quick: bool,
+    *,
+    host: Machine,
+    torch_version: str | None,
 ) -> str:
-    """round.md."""
+    """round.md; ``host`` and ``torch_version`` describe the machine that ran it."""
     t = config.training
     lines = [
         "# Round time: Phalanx vs a plain Flower FedAvg app",
         "",
         f"{'Quick run (`--quick`). ' if quick else ''}Both through Flower's simulation engine "
-        f"(Ray, {os.cpu_count()} CPUs shared with other work, one CPU and one torch thread "
+        f"(Ray, {host.cores} CPUs shared with other work, one CPU and one torch thread "
         f"per ClientApp instance) in one process, alternating, {len(measurements) // 2} "
-        f"run(s) each; {platform.machine()}, torch {torch.__version__}.",
+        f"run(s) each; {host.architecture}, torch {torch_version}.",
         "",
         f"Federation: Fashion-MNIST, the `{config.data.model}` of `phalanx.nets`, "
         f"K = {config.assignment.num_workers} workers, r = 1 (scheme `none`), no attack, "
@@ -266,22 +277,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     result = summary(measurements)
     result["seconds"] = time.perf_counter() - started
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "round.json").write_text(
-        json.dumps(
-            {
-                "config": config.model_dump(mode="json"),
-                "result": result,
-                "runs": [asdict(m) for m in measurements],
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
+    document = {
+        "config": config.model_dump(mode="json"),
+        "result": result,
+        "runs": [asdict(m) for m in measurements],
+    }
+    write_json(report_path(args.out, "round", ".json", quick=args.quick), document)
+    table = markdown(
+        config, measurements, result, args.quick, host=machine(), torch_version=version("torch")
     )
-    table = markdown(config, measurements, result, args.quick)
-    (args.out / "round.md").write_text(table, encoding="utf-8")
-    sys.stdout.write(table)
+    write_markdown(report_path(args.out, "round", ".md", quick=args.quick), table)
     return 0
 
 

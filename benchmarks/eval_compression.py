@@ -44,7 +44,8 @@ Bytes: ``uplink_bytes`` is the sum over rounds of the round reports'
 parameters)). ``reduction_vs_fp32`` is ``1 - uplink_bytes / fp32's`` at the same r.
 
 Writes ``benchmarks/results/compression.json``, ``compression.md`` and
-``compression_r1.png`` / ``compression_r3.png``. ``--only LABEL`` (repeatable)
+``compression_r1.png`` / ``compression_r3.png`` (``compression_quick*`` with
+``--quick``). ``--only LABEL`` (repeatable)
 reruns just those methods and merges their rows into an existing
 ``compression.json`` (replacing the rows of the same method and r), so one
 method can be rerun without the whole grid; ``--only`` also accepts the
@@ -59,7 +60,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import asdict, replace  # noqa: E402
@@ -86,8 +86,16 @@ from benchmarks.lib.compression_grid import (  # noqa: E402
 from benchmarks.lib.compression_markdown import describe, log_row, markdown  # noqa: E402
 from benchmarks.lib.compression_plot import plot  # noqa: E402
 from benchmarks.lib.compression_runs import Row, merge, run_case, run_grid  # noqa: E402
-
-RESULTS = Path(__file__).parent / "results"
+from benchmarks.lib.results import (  # noqa: E402
+    RESULTS,
+    load_average,
+    machine,
+    read_json,
+    report_stem,
+    version,
+    write_json,
+    write_markdown,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,10 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     flower = not (args.no_flower or args.only)
     flower_case = Case(predictive(0.1), max(rs), FLOWER, rounds=settings.flower_rounds)
     twin = replace(flower_case, transport=IN_PROCESS)
-    results = args.out / "compression.json"
+    stem = report_stem("compression", quick=args.quick)
+    results = args.out / f"{stem}.json"
     previous: list[Row] = []
     if args.report_only:
-        rows = [Row(**x) for x in json.loads(results.read_text(encoding="utf-8"))]
+        rows = [Row(**x) for x in read_json(results)]
         minutes = sum(x.seconds for x in rows) / 60
         settings = replace(
             settings,
@@ -150,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         if args.only and results.exists():
-            previous = [Row(**x) for x in json.loads(results.read_text(encoding="utf-8"))]
+            previous = [Row(**x) for x in read_json(results)]
             held = max(x.rounds for x in previous)
             if held != settings.rounds:
                 parser.error(
@@ -167,24 +176,24 @@ def main(argv: list[str] | None = None) -> int:
             log_row(rows[-1])
         rows = with_references(merge(previous, rows), settings.rounds)
         minutes = (time.perf_counter() - started) / 60
-    args.out.mkdir(parents=True, exist_ok=True)
-    if not args.report_only:
-        document = [asdict(x) for x in rows]
-        results.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        write_json(results, [asdict(x) for x in rows])
     for r in rs:
-        plot(rows, r, args.out / f"compression_r{r}.png", settings.rounds)
+        plot(rows, r, args.out / f"{stem}_r{r}.png", settings.rounds)
     notes = describe(
         settings,
         rows,
         args.jobs,
         minutes,
         args.quick,
+        host=machine(),
+        load=load_average(),
+        torch_version=version("torch"),
         rewritten=args.report_only,
         rerun=[m.label for m in methods] if previous else (),
+        stem=stem,
     )
-    text = markdown(rows, settings, notes, settings.rounds)
-    (args.out / "compression.md").write_text(text, encoding="utf-8")
-    sys.stdout.write(text)
+    text = markdown(rows, settings, notes, settings.rounds, stem=stem)
+    write_markdown(args.out / f"{stem}.md", text)
     return 0 if all(x.error is None for x in rows) else 1
 
 

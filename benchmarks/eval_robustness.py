@@ -32,14 +32,14 @@ for longer (``--long-rounds``, 80 by default): at 20 rounds every model is still
 far from trained, and an attack that only slows training shows little there.
 ``--long-only`` runs just those and merges them into the existing results.
 
-Writes ``benchmarks/results/robustness.json`` and ``robustness.md``.
+Writes ``benchmarks/results/robustness.json`` and ``robustness.md``
+(``robustness_quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from dataclasses import asdict
@@ -48,6 +48,15 @@ from pathlib import Path
 if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from benchmarks.lib.results import (
+    RESULTS,
+    machine,
+    read_json,
+    report_path,
+    version,
+    write_json,
+    write_markdown,
+)
 from benchmarks.lib.robustness_grid import (
     ATTACKS,
     DEFENCES,
@@ -63,8 +72,6 @@ from benchmarks.lib.robustness_grid import (
 )
 from benchmarks.lib.robustness_markdown import describe, log_row, markdown
 from benchmarks.lib.robustness_runs import Row, grid_rounds, merge, run_case, run_grid
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,14 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     long_rounds = args.long_rounds if args.long_rounds is not None else (0 if args.quick else 80)
     longer = long_runs(cases, [settings.seed, *seeds], long_rounds) if long_rounds else []
     cases += goal_replicas(cases, seeds)
-    results = args.out / "robustness.json"
+    results = report_path(args.out, "robustness", ".json", quick=args.quick)
     if args.report_only or args.long_only:
-        rows = [Row(**r) for r in json.loads(results.read_text(encoding="utf-8"))]
+        rows = [Row(**r) for r in read_json(results)]
         if args.long_only:
             rows = merge(rows, run_grid(longer, settings, args.jobs, log_row))
-            results.write_text(
-                json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8"
-            )
+            write_json(results, [asdict(r) for r in rows])
         # Wall time is not stored; the runs' own times give it back, give or take start-up.
         local_seconds = sum(r.seconds for r in rows if r.transport == IN_PROCESS)
         flower_seconds = sum(r.seconds for r in rows if r.transport == FLOWER)
@@ -140,11 +145,19 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_case(case, settings, FLOWER))
             log_row(rows[-1])
         minutes = (time.perf_counter() - started) / 60
-        args.out.mkdir(parents=True, exist_ok=True)
-        results.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8")
-    table = markdown(rows, describe(settings, rows, args.jobs, minutes, args.quick))
-    (args.out / "robustness.md").write_text(table, encoding="utf-8")
-    sys.stdout.write(table)
+        write_json(results, [asdict(r) for r in rows])
+    notes = describe(
+        settings,
+        rows,
+        args.jobs,
+        minutes,
+        args.quick,
+        host=machine(),
+        torch_version=version("torch"),
+    )
+    write_markdown(
+        report_path(args.out, "robustness", ".md", quick=args.quick), markdown(rows, notes)
+    )
     return 0
 
 

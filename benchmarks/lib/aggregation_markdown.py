@@ -3,44 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-import torch
-
 from benchmarks.lib.aggregation_cases import AGGREGATORS, IMPLS, Skip
+from benchmarks.lib.results import Machine
 
 GOAL_N, GOAL_D = 50, 1_000_000
 
 
-def machine_note(threads: str) -> list[str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            cpu = next(line.split(":", 1)[1].strip() for line in info if "model name" in line)
-    except (OSError, StopIteration):
-        pass
-    import flwr
-
-    versions = f"torch {torch.__version__}, numpy {np.__version__}, flwr {flwr.__version__}"
-    try:
-        from importlib.metadata import version
-
-        versions += f", byzfl {version('byzfl')}"
-    except Exception:  # pragma: no cover - byzfl absent
-        pass
+def machine_note(threads: str, host: Machine, versions: Mapping[str, str | None]) -> list[str]:
+    """The machine section: CPU, threads, Python and the packages' versions, the system."""
+    listed = ", ".join(f"{name} {v}" for name, v in versions.items() if v is not None)
     return [
-        f"- CPU: {cpu}, {os.cpu_count()} logical cores",
+        f"- CPU: {host.cpu}, {host.cores} logical cores",
         f"- threads: {threads} for every implementation (`torch.set_num_threads`, "
         "`OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `OPENBLAS_NUM_THREADS`; Phalanx's sort pool "
         "follows `torch.get_num_threads()`). One thread by default because the two cores are "
         "shared with other work, where multi-threaded kernels spend their time waiting for "
         "descheduled threads; `--threads 2` measures both cores.",
-        f"- Python {platform.python_version()}, {versions}",
-        f"- {platform.platform()}",
+        f"- Python {host.python}, {listed}",
+        f"- {host.system}",
     ]
 
 
@@ -117,15 +100,18 @@ def goals(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def write_markdown(
-    path: Path,
+def markdown(
     rows: list[dict[str, Any]],
     skips: list[Skip],
     args: argparse.Namespace,
     load: tuple[str, str],
     wall: float,
     extra_note: str,
-) -> None:
+    *,
+    host: Machine,
+    versions: Mapping[str, str | None],
+) -> str:
+    """aggregation.md; ``host`` and ``versions`` describe the machine and the packages measured."""
     lines = [
         "# Robust aggregation: Phalanx beside Flower and ByzFL",
         "",
@@ -138,7 +124,7 @@ def write_markdown(
         "",
         "## Machine",
         "",
-        *machine_note(args.threads),
+        *machine_note(args.threads, host, versions),
         f"- load average (1 min) before / after: {load[0]} / {load[1]} — the machine is shared "
         "with other work, so absolute times carry noise; ratios come from interleaved calls.",
         "",
@@ -258,4 +244,4 @@ def write_markdown(
         "does not pin the whole (n, d) stack in memory.",
         "",
     ]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)

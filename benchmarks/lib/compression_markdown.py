@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import sys
 from collections.abc import Sequence
-
-import torch
 
 from benchmarks.lib.compression_goals import fp32_reference, goals, points, spread
 from benchmarks.lib.compression_grid import (
@@ -22,6 +18,7 @@ from benchmarks.lib.compression_grid import (
     predictive,
 )
 from benchmarks.lib.compression_runs import LATE_WINDOW, Row, model_parameters
+from benchmarks.lib.results import Machine
 
 
 def _mb(n: float) -> str:
@@ -206,9 +203,17 @@ def _flower_section(rows: Sequence[Row], settings: Settings) -> list[str]:
 
 
 def markdown(
-    rows: Sequence[Row], settings: Settings, notes: Sequence[str], full_rounds: int
+    rows: Sequence[Row],
+    settings: Settings,
+    notes: Sequence[str],
+    full_rounds: int,
+    *,
+    stem: str = "compression",
 ) -> str:
-    """compression.md: settings, the goal, one table and one plot per r, Flower agreement."""
+    """compression.md: settings, the goal, one table and one plot per r, Flower agreement.
+
+    The plot of each r is linked as ``STEM_rR.png``.
+    """
     lines = [
         "# Uplink compression against accuracy (Fashion-MNIST CNN, K = 15)",
         "",
@@ -228,7 +233,7 @@ def markdown(
         mine += [x for x in rows if x.r == r and x.error is not None and x not in mine]
         if not mine:
             continue
-        lines += ["", f"## {title}", "", *_table(mine), "", f"![{title}](compression_r{r}.png)"]
+        lines += ["", f"## {title}", "", *_table(mine), "", f"![{title}]({stem}_r{r}.png)"]
     lines += [
         "",
         *_seeds_section(rows, full_rounds),
@@ -245,13 +250,19 @@ def describe(
     minutes: float,
     quick: bool,
     *,
+    host: Machine,
+    load: float,
+    torch_version: str | None,
     rewritten: bool = False,
     rerun: Sequence[str] = (),
+    stem: str = "compression",
 ) -> list[str]:
     """The settings and caveats that head compression.md.
 
-    ``rerun`` lists the labels that ``--only`` ran and merged into the rows of
-    an earlier compression.json (``minutes`` is then the rerun's time).
+    ``host``, ``load`` (its load average at the end) and ``torch_version``
+    describe the machine that writes the report. ``rerun`` lists the labels
+    that ``--only`` ran and merged into the rows of an earlier ``STEM.json``
+    (``minutes`` is then the rerun's time).
     """
     zstd_same = [
         (x.r, x.digest_by_round[-1:] == ref.digest_by_round[-1:])
@@ -266,13 +277,12 @@ def describe(
     command = f"python benchmarks/eval_compression.py{' --quick' if quick else ''}"
     machine = (
         f"({jobs} process{'es' if jobs > 1 else ''}, one torch thread each) on "
-        f"{platform.machine()} with {os.cpu_count()} cores shared with other work (load average "
-        f"{os.getloadavg()[0]:.1f} at the end). Python {platform.python_version()}, torch "
-        f"{torch.__version__}."
+        f"{host.architecture} with {host.cores} cores shared with other work (load average "
+        f"{load:.1f} at the end). Python {host.python}, torch {torch_version}."
     )
     if rewritten:
         head = (
-            f"Rewritten from compression.json by `--report-only`; its runs took "
+            f"Rewritten from {stem}.json by `--report-only`; its runs took "
             f"{minutes:.1f} minutes of run time in all."
         )
     elif rerun:
@@ -280,7 +290,7 @@ def describe(
         head = (
             f"Rows of {'; '.join(rerun)} rerun by `{command} {only} --jobs {jobs}` in "
             f"{minutes:.1f} minutes {machine} The other rows come from the previous "
-            f"compression.json; all runs took {sum(x.seconds for x in rows) / 60:.1f} minutes "
+            f"{stem}.json; all runs took {sum(x.seconds for x in rows) / 60:.1f} minutes "
             "of run time in all."
         )
     else:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import platform
 import sys
 from collections.abc import Sequence
 
-import torch
-
+from benchmarks.lib.results import Machine
 from benchmarks.lib.robustness_goals import agreements, goals, mean_accuracy, pct
 from benchmarks.lib.robustness_grid import (
     ATTACKS,
@@ -122,9 +119,19 @@ def _long_table(rows: Sequence[Row], main: int, q: int) -> list[str]:
 
 
 def describe(
-    settings: Settings, rows: Sequence[Row], jobs: int, minutes: float, quick: bool
+    settings: Settings,
+    rows: Sequence[Row],
+    jobs: int,
+    minutes: float,
+    quick: bool,
+    *,
+    host: Machine,
+    torch_version: str | None,
 ) -> list[str]:
-    """The paragraphs above the tables: what ran, with which settings, and the definitions."""
+    """The paragraphs above the tables: what ran, with which settings, and the definitions.
+
+    ``host`` and ``torch_version`` describe the machine that writes the report.
+    """
     inproc = [r for r in rows if r.transport == IN_PROCESS]
     flower = [r for r in rows if r.transport == FLOWER]
     consistent = sum(r.drops_consistent for r in rows if r.error is None)
@@ -145,8 +152,8 @@ def describe(
         + "; "
         f"{minutes:.0f} min in all ({sum(r.seconds for r in inproc) / 60:.0f} min of "
         f"in-process runs on {jobs} process(es), {sum(r.seconds for r in flower) / 60:.0f} "
-        f"min through Flower) on {os.cpu_count()} cores shared with other work; torch "
-        f"{torch.__version__} on one thread per process, {platform.machine()}.",
+        f"min through Flower) on {host.cores} cores shared with other work; torch "
+        f"{torch_version} on one thread per process, {host.architecture}.",
         "",
         f"**Settings.** The `{settings.model}` of `phalanx.nets` (the CNN costs 3 to 6 times "
         "more per file update, too much for the 455-file Aspis runs of this grid on two "
