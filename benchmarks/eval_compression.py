@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         rerun=[m.label for m in methods] if previous else (),
         stem=stem,
     )
-    text = markdown(rows, settings, notes, settings.rounds, stem=stem)
+    text = markdown(rows, notes, settings.rounds, stem=stem)
     write_markdown(args.out / f"{stem}.md", text)
     return 0 if all(x.error is None for x in rows) else 1
 

@@ -12,10 +12,8 @@ from benchmarks.lib.compression_grid import (
     IN_PROCESS,
     SEED,
     SERVER_LR,
-    Case,
     K,
     Settings,
-    predictive,
 )
 from benchmarks.lib.compression_runs import LATE_WINDOW, Row, model_parameters
 from benchmarks.lib.results import Machine
@@ -136,7 +134,7 @@ def _seeds_section(rows: Sequence[Row], full_rounds: int) -> list[str]:
     return [*lines, ""]
 
 
-def _flower_section(rows: Sequence[Row], settings: Settings) -> list[str]:
+def _flower_section(rows: Sequence[Row]) -> list[str]:
     flower = next((x for x in rows if x.transport == FLOWER), None)
     if flower is None:
         return []
@@ -183,18 +181,22 @@ def _flower_section(rows: Sequence[Row], settings: Settings) -> list[str]:
             f"{'yes' if fg == ig else 'NO'} |"
         )
     same = flower.digest_by_round == twin.digest_by_round
-    config_bytes = len(
-        Case(predictive(float(flower.params["lambda"])), flower.r, rounds=flower.rounds)
-        .config(settings)
-        .model_dump_json()
+    # What Flower sent beyond the double, per task (K a round): read from the runs, not from
+    # today's RunConfig, whose JSON grows as settings are added.
+    per_task = sorted(
+        {
+            (fd - id_) / K
+            for fd, id_ in zip(flower.downlink_by_round, twin.downlink_by_round, strict=False)
+        }
     )
+    extra = f"{per_task[0]:,.0f}" + ("" if len(per_task) == 1 else f" to {per_task[-1]:,.0f}")
     lines += [
         "",
         f"Same model after every round: **{'yes' if same else 'NO'}** (so the same payloads "
         "went up: the codec is deterministic and the next model is a function of them). "
         "Uplink differences come from the ECDSA signatures alone: DER-encoded P-256 signatures "
         "are randomised and 70 to 72 bytes long. Downlink differences are the run config "
-        f"that Flower's transport sends (and counts) with every task ({config_bytes:,} bytes "
+        f"that Flower's transport sends (and counts) with every task ({extra} bytes "
         "here) and the in-process double does not. Final accuracy: Flower "
         f"{_pct(flower.final_accuracy)} %, in-process {_pct(twin.final_accuracy)} %.",
         "",
@@ -204,7 +206,6 @@ def _flower_section(rows: Sequence[Row], settings: Settings) -> list[str]:
 
 def markdown(
     rows: Sequence[Row],
-    settings: Settings,
     notes: Sequence[str],
     full_rounds: int,
     *,
@@ -238,7 +239,7 @@ def markdown(
         "",
         *_seeds_section(rows, full_rounds),
         *_broadcast_section(rows, full_rounds),
-        *_flower_section(rows, settings),
+        *_flower_section(rows),
     ]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -10,6 +10,9 @@ import pytest
 
 from benchmarks import eval_robustness
 from benchmarks.lib import results
+from benchmarks.lib.compression_grid import Settings
+from benchmarks.lib.compression_markdown import describe, markdown
+from benchmarks.lib.compression_runs import Row
 from benchmarks.lib.results import Machine
 
 COMMITTED = results.RESULTS
@@ -95,3 +98,25 @@ def test_a_quick_report_only_run_reads_and_writes_the_quick_files(tmp_path: Path
         "robustness_quick.json",
         "robustness_quick.md",
     ]
+
+
+def test_compression_report_rewritten_from_the_committed_json_is_the_committed_report() -> None:
+    """What `eval_compression.py --report-only` writes, but for the plots (same code path)."""
+    rows = [Row(**x) for x in results.read_json(COMMITTED / "compression.json")]
+    rounds, seeds = max(x.rounds for x in rows), len({x.seed for x in rows})
+    settings = Settings(rounds, 5, 500, {1: 32, 3: 14}, seeds=seeds)
+    host = Machine("x86_64", "", "x86_64", 2, "3.11.7", "Linux")
+    minutes = sum(x.seconds for x in rows) / 60
+    notes = describe(
+        settings,
+        rows,
+        1,
+        minutes,
+        False,
+        host=host,
+        load=0.0,
+        torch_version="2.13.0+cpu",
+        rewritten=True,
+    )
+    text = markdown(rows, notes, rounds)
+    assert text.encode() == (COMMITTED / "compression.md").read_bytes()

@@ -325,12 +325,32 @@ def test_compression_markdown_tables_show_the_main_seed_and_a_seeds_section_the_
         ],
         30,
     )
-    settings = compression_grid.Settings(30, 5, 500, {1: 32, 3: 14}, seeds=2)
-    text = compression_markdown.markdown(rows, settings, ["notes"], 30)
+    text = compression_markdown.markdown(rows, ["notes"], 30)
     main_table = text.split("## r = 3")[1].split("## Seeds")[0]
     assert "70.00" not in main_table and "69.00" not in main_table
     seeds = text.split("## Seeds")[1]
     assert f"| {candidate.label} | 3 | 78.00 | 69.00 | 73.50 | -0.50 | 0.50 |" in seeds
+
+
+def test_the_flower_section_reports_the_downlink_bytes_flower_sent_beyond_the_double() -> None:
+    method = compression_grid.predictive(0.1)
+    twin = dataclasses.replace(
+        _coded_row(method),
+        rounds=2,
+        downlink_by_round=[1_000_000, 50_000],
+        uplink_by_round=[10, 10],
+        digest_by_round=["a", "b"],
+    )
+    # The run config sent with each of the K = 15 tasks of a round: 982 bytes in these runs,
+    # whatever size today's RunConfig would have.
+    flower = dataclasses.replace(
+        twin,
+        transport=compression_grid.FLOWER,
+        downlink_by_round=[1_000_000 + 15 * 982, 50_000 + 15 * 982],
+    )
+    text = compression_markdown.markdown([twin, flower], ["notes"], 30)
+    assert "with every task (982 bytes here)" in text
+    assert "| 2 | 10 | 10 | +0 | 64,730 | 50,000 | +14,730 | yes |" in text
 
 
 @pytest.mark.parametrize(
