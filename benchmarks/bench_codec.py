@@ -52,6 +52,7 @@ import zstandard  # noqa: E402
 from phalanx.codec import (  # noqa: E402
     CodecConfig,
     DeltaHistory,
+    EncodedUpdate,
     GlobalModel,
     decode_update_flat,
     encode_update,
@@ -166,7 +167,7 @@ def measure(
     calls = codec_calls(update, history, config)
     encoded = calls["encode"]()
     decoded = calls["decode"]()
-    assert isinstance(decoded, np.ndarray)
+    assert isinstance(encoded, EncodedUpdate) and isinstance(decoded, np.ndarray)
     identical = bool(np.array_equal(decoded.view(np.uint32), encoded.flat.view(np.uint32)))
     (enc_cpu, enc_wall), (dec_cpu, dec_wall) = times["encode"], times["decode"]
     raw = update.nbytes

@@ -15,12 +15,13 @@ import torch
 
 from benchmarks.lib.aggregation_peers import flower_replies
 from phalanx import aggregation as agg
-from phalanx.config import PreRule, Rule
+from phalanx.config import AggregationConfig, PreRule
 
 SEED = 2024
 BUCKET_SIZE = 2
 IMPLS = ("phalanx", "flower", "byzfl")
-AGGREGATORS = (*get_args(Rule), *get_args(PreRule))
+# The names the run config accepts for aggregation.rule and aggregation.pre.
+AGGREGATORS = (*get_args(AggregationConfig.model_fields["rule"].annotation), *get_args(PreRule))
 
 
 def byzantine_count(n: int) -> int:
