@@ -26,7 +26,7 @@ throughput and p50 / p99 latency per endpoint, and each listing's latency as a
 ratio to ``/healthz``'s under the same rate. The goal: the event list's p99
 within 3x of ``/healthz``'s p99 at 200 requests per second.
 
-Then a burst phase (``api_burst``): hundreds of client registrations at once,
+Then a burst phase (``benchmarks.lib.api_burst``): hundreds of client registrations at once,
 on SQLite and on PostgreSQL, while ``/healthz`` and a viewer's run list are
 polled; registrations per second, 5xx answers, and each reader's p99 during the
 burst against its p99 at rest, over repeated bursts. ``--burst-only`` re-runs
@@ -37,8 +37,8 @@ PostgreSQL is ``--postgres-url`` if given, else a throwaway server started with
 ``.ci/postgres.sh`` (private state file) and stopped afterwards; the data go to
 a schema of their own, dropped at the end. Writes ``benchmarks/results/api.json``
 and ``api.md`` (``--quick``: a short smoke run, written to ``api_quick.*`` so that
-it never overwrites the full results). Helpers: ``api_harness`` (server, load,
-statistics), ``api_seed`` (the data).
+it never overwrites the full results). Helpers in ``benchmarks.lib``: ``api_harness``
+(server, load, statistics), ``api_seed`` (the data).
 """
 
 from __future__ import annotations

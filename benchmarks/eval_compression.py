@@ -30,13 +30,13 @@ Methods (uplink; the downlink is what the channel sends, counted as it is):
   candidate pairs with ``codec.error_feedback``. Every row is a plain run
   config.
 
-Baselines plug into the same coordinator and workers (``compression_baselines``:
-a ``BaselineReplica`` encodes, a ``BaselineChannel`` decodes). Runs go through
-the in-process transport (``phalanx_clients.inprocess``, a test double of
-Flower's runtime: the same coordinator, workers and training code in one
-process); one predictive-coding case also runs through Flower's simulation
-engine, and its bytes and model digests are compared round by round with the
-in-process run of the same config.
+Baselines plug into the same coordinator and workers
+(``benchmarks.lib.compression_baselines``: a ``BaselineReplica`` encodes, a
+``BaselineChannel`` decodes). Runs go through the in-process transport
+(``phalanx_clients.inprocess``, a test double of Flower's runtime: the same
+coordinator, workers and training code in one process); one predictive-coding
+case also runs through Flower's simulation engine, and its bytes and model
+digests are compared round by round with the in-process run of the same config.
 
 Bytes: ``uplink_bytes`` is the sum over rounds of the round reports'
 ``bytes_up`` (payloads, their SHA-256 digests and the ECDSA signatures);
