@@ -26,7 +26,7 @@ throughput and p50 / p99 latency per endpoint, and each listing's latency as a
 ratio to ``/healthz``'s under the same rate. The goal: the event list's p99
 within 3x of ``/healthz``'s p99 at 200 requests per second.
 
-Then a burst phase (``api_burst``): hundreds of client registrations at once,
+Then a burst phase (``benchmarks.lib.api_burst``): hundreds of client registrations at once,
 on SQLite and on PostgreSQL, while ``/healthz`` and a viewer's run list are
 polled; registrations per second, 5xx answers, and each reader's p99 during the
 burst against its p99 at rest, over repeated bursts. ``--burst-only`` re-runs
@@ -37,17 +37,15 @@ PostgreSQL is ``--postgres-url`` if given, else a throwaway server started with
 ``.ci/postgres.sh`` (private state file) and stopped afterwards; the data go to
 a schema of their own, dropped at the end. Writes ``benchmarks/results/api.json``
 and ``api.md`` (``--quick``: a short smoke run, written to ``api_quick.*`` so that
-it never overwrites the full results). Helpers: ``api_harness`` (server, load,
-statistics), ``api_seed`` (the data).
+it never overwrites the full results). Helpers in ``benchmarks.lib``: ``api_harness``
+(server, load, statistics), ``api_seed`` (the data).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import platform
 import random
 import sys
 import tempfile
@@ -58,8 +56,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from api_burst import QUICK_BURST, BurstSettings, burst_markdown, run_burst
-from api_harness import (
+from sqlalchemy import text
+
+from phalanx.store import Role, keys, make_engine, migrate, session_factory
+
+if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.lib.api_burst import QUICK_BURST, BurstSettings, burst_markdown, run_burst
+from benchmarks.lib.api_harness import (
     Load,
     Sample,
     Server,
@@ -69,13 +74,17 @@ from api_harness import (
     throwaway_postgres,
     uvicorn_server,
 )
-from api_seed import Seeded, seed
-from sqlalchemy import text
+from benchmarks.lib.api_seed import Seeded, seed
+from benchmarks.lib.results import (
+    RESULTS,
+    load_average,
+    machine,
+    read_json,
+    report_path,
+    write_json,
+    write_markdown,
+)
 
-from phalanx.store import Role, keys, make_engine, migrate, session_factory
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 PAGE = 50
 POSTGRES_ENV = "PHALANX_TEST_POSTGRES_URL"
 GOAL_RATIO = 3.0
@@ -251,7 +260,8 @@ def _x(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}x"
 
 
-def write_markdown(path: Path, result: dict[str, Any]) -> None:
+def markdown(result: dict[str, Any]) -> str:
+    """api.md: the listings one at a time, under load, their ratios to /healthz, the burst."""
     s, seeded, r = result["settings"], result["seeded"], result["ratios"]
     phases, alone = result["measured"]["load"], result["measured"]["sequential"]
     goal = r["events"]["p99_alone"]
@@ -355,7 +365,7 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
         ]
     if "burst" in result:
         lines += burst_markdown(result["burst"], result["burst"]["machine"])
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return "\n".join(lines) + "\n"
 
 
 def measure_listings(
@@ -372,10 +382,10 @@ def measure_listings(
             secret = keys.create_key(session, name="bench", role=Role.VIEWER).secret
             version = session.execute(text("SHOW server_version")).scalar_one()
         engine.dispose()
-        load_before = os.getloadavg()[0]
+        load_before = load_average()
         with uvicorn_server(url, workdir, settings.workers) as server:
             measured = measure(server, secret, seeded, settings)
-        load_after = os.getloadavg()[0]
+        load_after = load_average()
     return {
         "benchmark": "api",
         "quick": quick,
@@ -386,25 +396,27 @@ def measure_listings(
             "evidence_bytes": seeded.evidence_bytes,
         },
         "postgres": version,
-        "machine": machine(load_before, load_after),
+        "machine": machine_note(load_before, load_after),
         "measured": measured,
         "ratios": ratios(measured),
     }
 
 
-def machine(load_before: float, load_after: float) -> str:
+def machine_note(load_before: float, load_after: float) -> str:
+    """The machine the figures come from, with its load average around the measurement."""
+    host = machine()
     return (
-        f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python "
-        f"{platform.python_version()}; load average {load_before:.1f} before the load "
+        f"{host.architecture}, {host.cores} CPUs (shared), Python "
+        f"{host.python}; load average {load_before:.1f} before the load "
         f"and {load_after:.1f} after (other work shares the machine)"
     )
 
 
 def measure_burst(workdir: Path, settings: BurstSettings, postgres_url: str | None) -> Any:
     """The burst phase (``api_burst``) on SQLite, and on PostgreSQL at ``postgres_url``."""
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     burst = run_burst(workdir, settings, postgres_url)
-    burst["machine"] = machine(load_before, os.getloadavg()[0])
+    burst["machine"] = machine_note(load_before, load_average())
     return burst
 
 
@@ -442,8 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     burst_settings = QUICK_BURST if args.quick else BurstSettings()
     if args.bursts is not None:
         burst_settings = dataclasses.replace(burst_settings, pairs=args.bursts)
-    stem = "api_quick" if args.quick else "api"
-    results = args.out / f"{stem}.json"
+    results = report_path(args.out, "api", ".json", quick=args.quick)
 
     with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:
         workdir = Path(tmp)
@@ -451,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.burst_only:
             if not results.is_file():
                 parser.error(f"{results} does not exist: run the whole benchmark first")
-            result = json.loads(results.read_text(encoding="utf-8"))
+            result = read_json(results)
             server_url = args.postgres_url or os.environ.get(POSTGRES_ENV)
             schema: AbstractContextManager[str | None] = (
                 private_schema(server_url) if server_url else nullcontext(None)
@@ -468,10 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with private_schema(server_url) as burst_url:
                     result["burst"] = measure_burst(workdir, burst_settings, burst_url)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    write_markdown(args.out / f"{stem}.md", result)
-    print((args.out / f"{stem}.md").read_text(encoding="utf-8"))
+    write_json(results, result)
+    write_markdown(report_path(args.out, "api", ".md", quick=args.quick), markdown(result))
     return 0
 
 

@@ -26,7 +26,8 @@ OpenMP limited to one thread; the codec itself is single-threaded NumPy and
   against that entropy;
 - the rate-distortion trade-off for several ``lambda``.
 
-Writes ``benchmarks/results/codec.json`` and ``codec.md``.
+Writes ``benchmarks/results/codec.json`` and ``codec.md`` (``codec_quick.*`` with
+``--quick``).
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -52,13 +51,26 @@ import zstandard  # noqa: E402
 from phalanx.codec import (  # noqa: E402
     CodecConfig,
     DeltaHistory,
+    EncodedUpdate,
     GlobalModel,
     decode_update_flat,
     encode_update,
     layer_layout,
 )
 
-RESULTS = Path(__file__).parent / "results"
+if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.lib.results import (  # noqa: E402
+    RESULTS,
+    load_average,
+    machine,
+    report_path,
+    version,
+    write_json,
+    write_markdown,
+)
+
 SPEC = [
     ("conv1.weight", (32, 1, 3, 3)),
     ("conv1.bias", (32,)),
@@ -154,7 +166,7 @@ def measure(
     calls = codec_calls(update, history, config)
     encoded = calls["encode"]()
     decoded = calls["decode"]()
-    assert isinstance(decoded, np.ndarray)
+    assert isinstance(encoded, EncodedUpdate) and isinstance(decoded, np.ndarray)
     identical = bool(np.array_equal(decoded.view(np.uint32), encoded.flat.view(np.uint32)))
     (enc_cpu, enc_wall), (dec_cpu, dec_wall) = times["encode"], times["decode"]
     raw = update.nbytes
@@ -393,19 +405,18 @@ def main(argv: list[str] | None = None) -> int:
     history = warm_history(config, gradients)
     cold_history = DeltaHistory.from_config(SPEC, config)
 
-    import constriction
-
+    host = machine()
     result: dict[str, Any] = {
-        "load_average_before": os.getloadavg()[0],
+        "load_average_before": load_average(),
         "parameters": layer_layout(SPEC).total,
         "raw_bytes": update.nbytes,
         "repeats": repeats,
         "threads": {"torch": torch.get_num_threads(), "omp": os.environ["OMP_NUM_THREADS"]},
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "constriction": getattr(constriction, "__version__", "0.5"),
-        "zstandard": zstandard.__version__,
+        "machine": f"{host.architecture} {host.processor}".strip(),
+        "python": host.python,
+        "numpy": version("numpy"),
+        "constriction": version("constriction"),
+        "zstandard": version("zstandard"),
         "config": {
             "predictors": [p.name for p in config.predictors],
             "step_sizes": list(config.step_sizes),
@@ -447,8 +458,8 @@ def main(argv: list[str] | None = None) -> int:
         row.pop("layers")
         result["sweep"].append(row)
     result["replicas_agree"] = replicas_agree(update, gradients, config)
-    result["load_average_after"] = os.getloadavg()[0]
-    result["cpu_count"] = os.cpu_count()
+    result["load_average_after"] = load_average()
+    result["cpu_count"] = host.cores
     main_row, cold_row = result["codec"], result["codec_cold"]
     result["goals"] = {
         "throughput_mbps": 100.0,
@@ -457,11 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         "overhead_met": max(main_row["coder_overhead_percent"], cold_row["coder_overhead_percent"])
         <= 3.0,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "codec.json").write_text(json.dumps(result, indent=2) + "\n")
-    text = markdown(result)
-    (args.out / "codec.md").write_text(text)
-    print(text)
+    write_json(report_path(args.out, "codec", ".json", quick=args.quick), result)
+    write_markdown(report_path(args.out, "codec", ".md", quick=args.quick), markdown(result))
     ok = (
         main_row["decoder_matches_encoder"]
         and cold_row["decoder_matches_encoder"]

@@ -22,52 +22,54 @@ that closes each round); round 1, which starts the workers, is left out. The
 two systems alternate, ``--repeats`` times each, and the ratio is that of the
 median round times.
 
-Writes ``benchmarks/results/round.json`` and ``round.md``.
+Writes ``benchmarks/results/round.json`` and ``round.md`` (``round_quick.*`` with
+``--quick``).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import itertools
-import json
-import logging
-import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from functools import lru_cache
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
 
 from phalanx.config import RunConfig
-from phalanx.data import ImageDataset, load_dataset
 from phalanx.flower.simulation import SimulationEngine
-from phalanx.nets import build_model, flatten_params, init_model, load_flat_
-from phalanx.plan import file_samples
 from phalanx.reports import RoundReport
 from phalanx.roster import SimulatedRoster
 from phalanx.runs.executor import execute
 from phalanx.runs.recorder import claimer_name, create_simulated_run
 from phalanx.store import make_engine, migrate, session_factory
-from phalanx.training import compute_update, derive_seed, evaluate
 
-RESULTS = Path(__file__).parent / "results"
-PHASES = ("assign", "exchange", "verify", "detect", "aggregate", "evaluate", "persist")
-OWN_WORK = ("assign", "verify", "detect", "aggregate", "persist")
-PHALANX = "phalanx"
-FEDAVG = "flower-fedavg"
+if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.lib.fedavg_apps import backend_config, fedavg_client_app, fedavg_server_app
+from benchmarks.lib.results import (
+    RESULTS,
+    Machine,
+    machine,
+    report_path,
+    version,
+    write_json,
+    write_markdown,
+)
+from benchmarks.lib.round_timing import (
+    FEDAVG,
+    PHALANX,
+    PHASES,
+    Measurement,
+    summary,
+    timed,
+)
 
 
 def federation(
@@ -96,32 +98,6 @@ def federation(
             },
         }
     )
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One run of one system."""
-
-    system: str
-    repeat: int
-    round_seconds: list[float]
-    eval_seconds: list[float]
-    final_accuracy: float
-    phase_seconds: dict[str, float]
-
-    @property
-    def median_round(self) -> float:
-        """Median time of the timed rounds."""
-        return statistics.median(self.round_seconds)
-
-
-def timed(ends: Sequence[float], evals: Sequence[float]) -> tuple[list[float], list[float]]:
-    """Round and evaluation times of rounds 2 .. N-1 from the end times of rounds 1 .. N.
-
-    Round 1 starts the workers; round N evaluates the whole test set.
-    """
-    rounds = [b - a for a, b in itertools.pairwise(ends)][:-1]
-    return rounds, list(evals[1:-1])
 
 
 # --------------------------------------------------------------------------- Phalanx
@@ -162,132 +138,16 @@ def run_phalanx(config: RunConfig, repeat: int) -> Measurement:
 # --------------------------------------------------------------------------- plain Flower
 
 
-@lru_cache(maxsize=2)
-def _train_set(name: str) -> ImageDataset:
-    """The training set, loaded once per ClientApp process (as Phalanx's ClientApp does)."""
-    return load_dataset(name, "train")
-
-
-def fedavg_client_app(config: RunConfig) -> ClientApp:
-    """A ClientApp that trains the global model on its file of the round, like Phalanx's."""
-    app = ClientApp()
-
-    @app.train()
-    def train(message: Message, context: Context) -> Message:
-        torch.set_num_threads(1)
-        worker = context.node_config["partition-id"]
-        round_ = message.content.config_records["config"]["server-round"]
-        if not isinstance(worker, int) or not isinstance(round_, int):
-            raise TypeError("expected an int partition-id and server-round")
-        train_set = _train_set(config.data.dataset)
-        model = build_model(
-            config.data.model,
-            in_channels=train_set.in_channels,
-            image_size=train_set.image_size,
-            num_classes=train_set.num_classes,
-        )
-        model.load_state_dict(message.content.array_records["arrays"].to_torch_state_dict())
-        files = file_samples(config, len(train_set.y), round_, config.assignment.num_workers)
-        idx = files[worker]
-        delta = compute_update(
-            model,
-            train_set.x[idx],
-            train_set.y[idx],
-            seed=derive_seed(config.seed, round_, worker),
-            local_steps=config.training.local_steps,
-            lr=config.training.local_lr,
-        )
-        load_flat_(model, flatten_params(model) - delta)
-        content = RecordDict(
-            {
-                "arrays": ArrayRecord(model.state_dict()),
-                "metrics": MetricRecord({"num-examples": len(idx)}),
-            }
-        )
-        return Message(content=content, reply_to=message)
-
-    return app
-
-
-def fedavg_server_app(
-    config: RunConfig, ends: list[float], evals: list[float], accuracy: list[float]
-) -> ServerApp:
-    """A ServerApp running Flower's FedAvg with server-side evaluation every round."""
-    app = ServerApp()
-
-    @app.main()
-    def main(grid: Grid, context: Context) -> None:
-        test_set = load_dataset(config.data.dataset, "test")
-        model = init_model(
-            config.data.model,
-            in_channels=test_set.in_channels,
-            image_size=test_set.image_size,
-            num_classes=test_set.num_classes,
-            seed=config.seed,
-        )
-        k = config.assignment.num_workers
-        n = config.data.eval_samples or len(test_set.y)
-        head = ImageDataset(
-            x=test_set.x[:n], y=test_set.y[:n], num_classes=test_set.num_classes, name="head"
-        )
-
-        def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
-            started = time.perf_counter()
-            model.load_state_dict(arrays.to_torch_state_dict())
-            final = server_round == config.rounds
-            loss, acc = evaluate(model, test_set if final else head)
-            if server_round > 0:
-                ends.append(time.perf_counter())
-                evals.append(ends[-1] - started)
-                accuracy.append(acc)
-            return MetricRecord({"loss": loss, "accuracy": acc})
-
-        strategy = FedAvg(
-            fraction_train=1.0,
-            fraction_evaluate=0.0,
-            min_train_nodes=k,
-            min_available_nodes=k,
-        )
-        strategy.start(
-            grid=grid,
-            initial_arrays=ArrayRecord(model.state_dict()),
-            num_rounds=config.rounds,
-            train_config=ConfigRecord(),
-            evaluate_fn=evaluate_fn,
-        )
-
-    return app
-
-
-def backend_config() -> dict[str, Any]:
-    """The Ray settings Phalanx's simulation uses (one CPU per ClientApp instance).
-
-    ``address="local"`` starts a Ray of its own rather than joining the cluster that a
-    stale ``/tmp/ray/ray_current_cluster`` names, as ``phalanx.flower.simulation`` does.
-    """
-    return {
-        "client_resources": {"num_cpus": 1.0, "num_gpus": 0.0},
-        "init_args": {
-            "logging_level": logging.WARNING,
-            "log_to_driver": False,
-            "address": "local",
-            "num_cpus": os.cpu_count() or 1,
-        },
-    }
-
-
 def run_fedavg(config: RunConfig, repeat: int) -> Measurement:
     """Run the federation with a plain Flower FedAvg app."""
     ends: list[float] = []
     evals: list[float] = []
     accuracy: list[float] = []
-    # Ray's workers unpickle the ClientApp. Built from this file imported as a module
-    # (Flower puts the driver's sys.path, this directory included, on their
-    # PYTHONPATH), its dataset cache resolves there; from __main__ it would not.
-    module = importlib.import_module(Path(__file__).stem)
+    # Ray's workers unpickle the ClientApp by reference to its module (Flower puts the
+    # driver's sys.path on their PYTHONPATH), so its dataset cache resolves there.
     run_simulation(
         server_app=fedavg_server_app(config, ends, evals, accuracy),
-        client_app=module.fedavg_client_app(config),
+        client_app=fedavg_client_app(config),
         num_supernodes=config.assignment.num_workers,
         backend_config=backend_config(),
     )
@@ -298,57 +158,24 @@ def run_fedavg(config: RunConfig, repeat: int) -> Measurement:
 # --------------------------------------------------------------------------- report
 
 
-def _median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def summary(measurements: Sequence[Measurement]) -> dict[str, Any]:
-    """Medians, the ratios and the phase shares."""
-
-    def pooled(system: str, without_eval: bool) -> float:
-        times = [
-            t - (e if without_eval else 0.0)
-            for m in measurements
-            if m.system == system
-            for t, e in zip(m.round_seconds, m.eval_seconds, strict=True)
-        ]
-        return _median(times)
-
-    phalanx, fedavg = pooled(PHALANX, False), pooled(FEDAVG, False)
-    runs = [m for m in measurements if m.system == PHALANX]
-    phases = {p: _median([m.phase_seconds[p] for m in runs]) for p in PHASES}
-    total = sum(phases.values())
-    return {
-        "phalanx_round_s": phalanx,
-        "fedavg_round_s": fedavg,
-        "ratio": phalanx / fedavg,
-        "ratio_without_evaluation": pooled(PHALANX, True) / pooled(FEDAVG, True),
-        "ratio_per_repeat": [
-            p.median_round / f.median_round
-            for p, f in zip(runs, [m for m in measurements if m.system == FEDAVG], strict=True)
-        ],
-        "goal": 1.2,
-        "goal_met": phalanx / fedavg <= 1.2,
-        "phase_s": phases,
-        "phase_share": {p: v / total for p, v in phases.items()},
-        "own_work_share": sum(phases[p] for p in OWN_WORK) / total,
-        "exchange_share": phases["exchange"] / total,
-        "evaluate_share": phases["evaluate"] / total,
-    }
-
-
 def markdown(
-    config: RunConfig, measurements: Sequence[Measurement], result: dict[str, Any], quick: bool
+    config: RunConfig,
+    measurements: Sequence[Measurement],
+    result: dict[str, Any],
+    quick: bool,
+    *,
+    host: Machine,
+    torch_version: str | None,
 ) -> str:
-    """round.md."""
+    """round.md; ``host`` and ``torch_version`` describe the machine that ran it."""
     t = config.training
     lines = [
         "# Round time: Phalanx vs a plain Flower FedAvg app",
         "",
         f"{'Quick run (`--quick`). ' if quick else ''}Both through Flower's simulation engine "
-        f"(Ray, {os.cpu_count()} CPUs shared with other work, one CPU and one torch thread "
+        f"(Ray, {host.cores} CPUs shared with other work, one CPU and one torch thread "
         f"per ClientApp instance) in one process, alternating, {len(measurements) // 2} "
-        f"run(s) each; {platform.machine()}, torch {torch.__version__}.",
+        f"run(s) each; {host.architecture}, torch {torch_version}.",
         "",
         f"Federation: Fashion-MNIST, the `{config.data.model}` of `phalanx.nets`, "
         f"K = {config.assignment.num_workers} workers, r = 1 (scheme `none`), no attack, "
@@ -453,22 +280,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     result = summary(measurements)
     result["seconds"] = time.perf_counter() - started
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "round.json").write_text(
-        json.dumps(
-            {
-                "config": config.model_dump(mode="json"),
-                "result": result,
-                "runs": [asdict(m) for m in measurements],
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
+    document = {
+        "config": config.model_dump(mode="json"),
+        "result": result,
+        "runs": [asdict(m) for m in measurements],
+    }
+    write_json(report_path(args.out, "round", ".json", quick=args.quick), document)
+    table = markdown(
+        config, measurements, result, args.quick, host=machine(), torch_version=version("torch")
     )
-    table = markdown(config, measurements, result, args.quick)
-    (args.out / "round.md").write_text(table, encoding="utf-8")
-    sys.stdout.write(table)
+    write_markdown(report_path(args.out, "round", ".md", quick=args.quick), table)
     return 0
 
 

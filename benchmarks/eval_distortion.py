@@ -9,14 +9,14 @@ decides, and we count the files whose accepted value is a distorted one. Both
 policies for tied largest agreeing groups run: Phalanx's default, which drops
 disputed files, and the per-file majority of Aspis and ByzShield.
 
-Writes ``benchmarks/results/distortion.json`` and ``distortion.md``.
+Writes ``benchmarks/results/distortion.json`` and ``distortion.md``
+(``distortion_quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import sys
 from dataclasses import asdict, dataclass
@@ -28,7 +28,11 @@ from phalanx.assignment import Assignment, make_assignment
 from phalanx.attacks import distortion_plan, select_adversaries
 from phalanx.detection import Replica, TiePolicy, detect
 
-RESULTS = Path(__file__).parent / "results"
+if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from benchmarks.lib.results import RESULTS, report_path, write_json, write_markdown
+
 K, R = 15, 3
 SCHEMES = ("groups", "mols", "subsets", "bibd")
 STRONG_STRATEGIES = ("only_majorities", "fixed_disagreement")
@@ -189,13 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     draws = 5 if args.quick else 50
     rows = evaluate(range(1, 8), draws) + evaluate(range(1, 8), draws, on_tie="majority")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "distortion.json").write_text(
-        json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8"
+    write_json(
+        report_path(args.out, "distortion", ".json", quick=args.quick), [asdict(r) for r in rows]
     )
-    table = markdown(rows)
-    (args.out / "distortion.md").write_text(table, encoding="utf-8")
-    sys.stdout.write(table)
+    write_markdown(report_path(args.out, "distortion", ".md", quick=args.quick), markdown(rows))
     return 0
 
 

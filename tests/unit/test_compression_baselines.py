@@ -1,12 +1,8 @@
-"""Round trips of the baseline compressors in benchmarks/compression_baselines.py."""
+"""Round trips of the baseline compressors in benchmarks/lib/compression_baselines.py."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -15,21 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.lib import compression_baselines as baselines
 from phalanx.replies import ReplyRejectedError
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
-
-
-baselines = _load("compression_baselines")
 
 LAYERS = [("conv.weight", (8, 1, 3, 3)), ("conv.bias", (8,)), ("fc.weight", (10, 300))]
 DIM = 8 * 9 + 8 + 3000

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Seconds ``phalanx serve`` gets to answer ``/readyz`` (its imports are slow on a busy host).
 START_TIMEOUT_S = 180
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from api_harness import cpu_seconds, percentile, uvicorn_server
 
+from benchmarks.lib.api_harness import cpu_seconds, percentile, uvicorn_server
 from phalanx.identity import generate_private_key, public_key_to_openssh
 from phalanx.store import Role, keys, make_engine, migrate, session_factory
 
