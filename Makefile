@@ -18,7 +18,7 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m pip install --quiet -e '.[server,dev,bench]'
 	# ByzFL is a benchmark peer only; its declared torchvision would replace the CPU torch.
 	$(PY) -m pip install --quiet --no-deps byzfl==0.0.11
 	touch $(STAMP)

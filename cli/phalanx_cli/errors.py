@@ -27,6 +27,21 @@ FAILURE_EXIT = 1
 """Exit status of any other error."""
 
 
+SERVER_MODULES = frozenset(
+    {
+        "psycopg",
+        "prometheus_client",
+        "jinja2",
+        "multipart",
+        "python_multipart",
+        "itsdangerous",
+        "psutil",
+        "ray",
+    }
+)
+"""Modules of the ``server`` extra: a command that needs a missing one says how to install it."""
+
+
 class RefusedError(Exception):
     """A command's input refused before anything started: a bad config, bad or missing data."""
 
@@ -45,15 +60,22 @@ def validation_summary(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def one_line(exc: BaseException) -> str:
+def cause(exc: BaseException) -> str:
     """Return the cause of ``exc`` as one line.
 
-    The message of a :class:`RefusedError` stands alone; other exceptions are named
+    The message of a :class:`RefusedError` stands alone; a module of the server
+    extra that is not installed is named with the fix; other exceptions are named
     by their type, then the first line of their message (the rest of a
     database error, for instance, is its SQL).
     """
     if isinstance(exc, ValidationError):
         return f"invalid config: {validation_summary(exc)}"
+    missing = (exc.name or "").partition(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
+    if missing in SERVER_MODULES:
+        return (
+            f"this command needs Phalanx's server extra (module {missing!r} is missing): "
+            "pip install 'phalanx[server]'"
+        )
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     message = lines[0] if lines else ""
     if isinstance(exc, RefusedError):
@@ -82,5 +104,5 @@ class ReportingGroup(TyperGroup):
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
-            click.echo(f"error: {one_line(exc)}", err=True)
+            click.echo(f"error: {cause(exc)}", err=True)
             raise click.exceptions.Exit(exit_status(exc)) from exc

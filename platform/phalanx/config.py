@@ -75,7 +75,7 @@ class DataConfig(_Section):
 
 
 class AssignmentConfig(_Section):
-    """Who computes which file (ARCHITECTURE.md section 2)."""
+    """Who computes which file (docs/architecture.md, section 2)."""
 
     scheme: Scheme = "bibd"
     num_workers: int = Field(default=15, ge=1, le=MAX_WORKERS)

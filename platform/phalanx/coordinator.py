@@ -2,7 +2,7 @@
 
 The coordinator talks to workers through a :class:`Transport` and reports
 through a :class:`~phalanx.reports.RoundSink`, so it knows neither Flower nor
-the database (ARCHITECTURE.md section 4).
+the database (docs/architecture.md, section 4).
 """
 
 from __future__ import annotations

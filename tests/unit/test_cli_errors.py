@@ -9,7 +9,7 @@ import typer
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
-from phalanx_cli.errors import DEBUG_ENV, RefusedError, ReportingGroup, one_line
+from phalanx_cli.errors import DEBUG_ENV, RefusedError, ReportingGroup, cause
 from phalanx_cli.main import app
 
 
@@ -83,5 +83,15 @@ def test_phalanx_help_lists_the_debug_option() -> None:
 
 
 def test_an_empty_message_is_named_by_its_type() -> None:
-    assert one_line(RuntimeError()) == "RuntimeError"
-    assert one_line(RefusedError("a\n\nb")) == "a"
+    assert cause(RuntimeError()) == "RuntimeError"
+    assert cause(RefusedError("a\n\nb")) == "a"
+
+
+def test_a_missing_module_of_the_server_extra_is_named_with_the_fix() -> None:
+    missing = ModuleNotFoundError("No module named 'psycopg'", name="psycopg")
+    assert cause(missing) == (
+        "this command needs Phalanx's server extra (module 'psycopg' is missing): "
+        "pip install 'phalanx[server]'"
+    )
+    other = ModuleNotFoundError("No module named 'lab'", name="lab")
+    assert cause(other) == "ModuleNotFoundError: No module named 'lab'"

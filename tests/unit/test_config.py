@@ -195,7 +195,7 @@ def test_a_ternary_only_codec_is_a_valid_run_config() -> None:
 def test_the_run_configs_committed_with_benchmark_results_still_validate() -> None:
     stored = json.loads((ROOT / "benchmarks" / "results" / "round.json").read_text())["config"]
     assert RunConfig.model_validate(stored).codec.step_sizes == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-    assert load_run_config(ROOT / "platform" / "phalanx" / "demo.toml").codec.rd_lambda == 0.1
+    assert load_run_config(ROOT / "cli" / "phalanx_cli" / "demo.toml").codec.rd_lambda == 0.1
 
 
 def test_the_config_screens_r1_updates_at_the_detection_default() -> None:
