@@ -11,20 +11,11 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from phalanx_cli.errors import SERVER_MODULES as SERVER_ONLY
+
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("platform", "clients", "api", "cli")
 OURS = {"phalanx", "phalanx_api", "phalanx_clients", "phalanx_cli"}
-#: Modules of the `server` extra that the core, the strategy and the ClientApp must not need.
-SERVER_ONLY = (
-    "psycopg",
-    "prometheus_client",
-    "jinja2",
-    "multipart",
-    "python_multipart",
-    "itsdangerous",
-    "psutil",
-    "ray",
-)
 
 
 def project() -> dict[str, object]:
