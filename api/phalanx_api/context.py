@@ -9,10 +9,10 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx_api.admission import Admission
 from phalanx_api.auth import SessionSigner
 from phalanx_api.metrics import ApiMetrics
 from phalanx_api.ratelimit import RateLimits
+from phalanx_api.session_slots import SessionSlots
 from phalanx_api.settings import ApiSettings
 
 
@@ -41,7 +41,7 @@ class AppContext:
         The app's Prometheus registry.
     templates : Jinja2Templates
         The dashboard's templates.
-    admission : Admission
+    session_slots : SessionSlots
         How many requests may hold a session at once.
     """
 
@@ -54,7 +54,7 @@ class AppContext:
     metrics: ApiMetrics
     templates: Jinja2Templates
     reads: sessionmaker[Session]
-    admission: Admission
+    session_slots: SessionSlots
 
 
 def app_context(app: FastAPI) -> AppContext:

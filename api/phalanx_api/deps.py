@@ -7,7 +7,7 @@ something does it in ``with writing(db):`` (:mod:`phalanx_api.transactions`),
 one write transaction committed before the route returns, so a client that got
 its answer sees the change in its next request, and the write lock is held
 only while the route writes. Before its session opens, a request waits for a
-slot (:mod:`phalanx_api.admission`), so a burst queues on the event loop
+slot (:mod:`phalanx_api.session_slots`), so a burst queues on the event loop
 instead of exhausting the connection pool. ``ViewerDep``, ``OperatorDep`` and
 ``AdminDep`` are the authenticated operator, with at least that role.
 ``FormOperatorDep`` is the same for a dashboard form post (session cookie plus
@@ -75,7 +75,7 @@ async def get_session(request: Request, context: ContextDep) -> AsyncIterator[Se
     route's worker thread); its end runs in one worker thread, even when the
     request is cancelled. Writes commit inside the route (:func:`writing`).
     """
-    async with context.admission.slots_for(request.method):
+    async with context.session_slots.slots_for(request.method):
         session = context.reads()
         try:
             yield session

@@ -15,7 +15,6 @@ from fastapi.staticfiles import StaticFiles
 
 from phalanx import __version__
 from phalanx.store import make_engine, session_factory
-from phalanx_api.admission import Admission
 from phalanx_api.auth import SessionSigner
 from phalanx_api.context import AppContext, app_context
 from phalanx_api.errors import install_error_handlers
@@ -24,6 +23,7 @@ from phalanx_api.limits import BodySizeLimitMiddleware
 from phalanx_api.metrics import ApiMetrics, MetricsMiddleware
 from phalanx_api.ratelimit import RateLimits
 from phalanx_api.routes import include_routes, pages
+from phalanx_api.session_slots import SessionSlots
 from phalanx_api.settings import ApiSettings, get_api_settings, resolve_secret_key
 from phalanx_api.templating import STATIC_DIR, make_templates
 
@@ -76,7 +76,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         metrics=ApiMetrics(reads),
         templates=make_templates(),
         reads=reads,
-        admission=Admission(),
+        session_slots=SessionSlots(),
     )
 
     @asynccontextmanager

@@ -22,8 +22,8 @@ from benchmarks.lib.compression_grid import FLOWER, SEED, Case, K, Method, Setti
 from benchmarks.lib.inprocess_sharing import ReportSink, SharedUpdates, SharingWorker
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
-from phalanx.coordinator import Exchange
 from phalanx.data import ImageDataset, load_dataset
+from phalanx.exchange import Exchange
 from phalanx.flower.simulation import SimulationEngine
 from phalanx.nets import build_model, layer_shapes, num_params
 from phalanx.replies import Task

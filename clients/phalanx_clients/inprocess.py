@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from phalanx.channel import Downlink
-from phalanx.coordinator import Exchange
 from phalanx.event_kinds import EventKind
+from phalanx.exchange import Exchange
 from phalanx.faults import describe
 from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.worker import Worker

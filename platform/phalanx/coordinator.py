@@ -1,6 +1,6 @@
 """The round loop: assign, dispatch, verify, detect, aggregate, step, evaluate, report.
 
-The coordinator talks to workers through a :class:`Transport` and reports
+The coordinator talks to workers through a :class:`~phalanx.exchange.Transport` and reports
 through a :class:`~phalanx.reports.RoundSink`, so it knows neither Flower nor
 the database (docs/architecture.md, section 4).
 """
@@ -16,20 +16,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import torch
-from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor, nn
 
 from phalanx.aggregation import aggregate, largest_f
 from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment
-from phalanx.channel import Downlink, make_channel
+from phalanx.channel import make_channel
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.detection import Replica, Verdict, detect, payload_digest
 from phalanx.event_kinds import FAULT_KINDS, EventKind
+from phalanx.exchange import Transport
 from phalanx.faults import RunFailedError, common_failure, describe
 from phalanx.finite import all_finite
 from phalanx.nets import layer_shapes, load_flat_, model_digest
@@ -45,35 +45,10 @@ from phalanx.replies import (
     check_reply,
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink
+from phalanx.roster import Member
 from phalanx.training import derive_seed, evaluate
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """The replies of one round, as a transport collected them."""
-
-    replies: Sequence[Reply]
-    bytes_down: int
-    malformed: Sequence[Rejection] = ()
-
-
-class Transport(Protocol):
-    """Carries a round's tasks and the global model to workers and brings replies back."""
-
-    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
-        """Send every task with the downlink; return the replies that arrived in time."""
-        ...
-
-
-@dataclass(frozen=True)
-class Member:
-    """A worker of the run: its stable index, client id and public key."""
-
-    worker: int
-    client_id: str
-    public_key: ec.EllipticCurvePublicKey
 
 
 class Coordinator:

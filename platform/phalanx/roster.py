@@ -25,11 +25,19 @@ from typing import Literal, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from phalanx.coordinator import Member
 from phalanx.identity import PublicKey
 
 # Order of the NIST P-256 group.
 _P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+@dataclass(frozen=True)
+class Member:
+    """A worker of the run: its stable index, client id and public key."""
+
+    worker: int
+    client_id: str
+    public_key: ec.EllipticCurvePublicKey
 
 
 @dataclass(frozen=True)

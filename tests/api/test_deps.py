@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.store import make_engine, runs, session_factory
 from phalanx.store.engine import MAX_OVERFLOW, POOL_SIZE
 from phalanx.store.keys import find_key
-from phalanx_api.admission import READ_SLOTS, WRITE_SLOTS, Admission
 from phalanx_api.deps import SessionDep, ViewerDep
 from phalanx_api.errors import BadRequestError
 from phalanx_api.main import create_app
+from phalanx_api.session_slots import READ_SLOTS, WRITE_SLOTS, SessionSlots
 from phalanx_api.settings import ApiSettings
 from phalanx_api.transactions import writing
 from tests.api.factories import Keys, TestClient, make_keys
@@ -144,7 +144,7 @@ def _last_used(sessions: sessionmaker[Session], secret: str) -> datetime | None:
 def test_requests_beyond_the_slots_queue_and_all_get_their_answer(app: FastAPI) -> None:
     context = app.state.phalanx
     app.state.phalanx = dataclasses.replace(
-        context, admission=Admission(reads=anyio.Semaphore(2), writes=anyio.Semaphore(1))
+        context, session_slots=SessionSlots(reads=anyio.Semaphore(2), writes=anyio.Semaphore(1))
     )
     inside = {"now": 0, "most": 0}
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from phalanx.channel import Downlink
-from phalanx.coordinator import Exchange, Member
 from phalanx.data import load_dataset
+from phalanx.exchange import Exchange
 from phalanx.flower.deployment.binding import (
     NODE_ID_MISMATCH,
     NodeBindingTransport,
@@ -18,6 +18,7 @@ from phalanx.flower.deployment.binding import (
 from phalanx.identity import PrivateKey, generate_private_key, sign_reply
 from phalanx.replies import Reply, Task
 from phalanx.reports import RoundReport
+from phalanx.roster import Member
 from phalanx.runs.executor import build_coordinator
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker

@@ -29,6 +29,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.event_kinds import FLAG_KINDS
 from phalanx.flower.deployment.backend import DeploymentBackend
 from phalanx.flower.deployment.control import FlowerControl
 from phalanx.flower.deployment.node_config import NodeIdentity
@@ -50,7 +51,6 @@ from phalanx.identity import (
     sign_challenge,
 )
 from phalanx.runs.dispatcher import Dispatcher
-from phalanx.runs.summary import DETECTION_KINDS
 from phalanx.store import Role, RunStatus, clients, keys, rounds, runs
 from phalanx.store.models import DetectionEvent
 from tests.deployment.conftest import deployment_config
@@ -223,9 +223,9 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
     with sessions() as session:
         assert [r.number for r in rounds.list_rounds(session, run_id)] == [1, 2, 3]
     events = _events(sessions, run_id)
-    flagged = [(e.round, e.client_id) for e in events if e.kind in DETECTION_KINDS]
+    flagged = [(e.round, e.client_id) for e in events if e.kind in FLAG_KINDS]
     assert flagged == [(1, byzantine), (2, byzantine), (3, byzantine)]
-    assert [e for e in events if e.kind not in DETECTION_KINDS] == []
+    assert [e for e in events if e.kind not in FLAG_KINDS] == []
     assert summary["flagged"] == [byzantine] and summary["rounds"] == 3
     assert http.get(f"/api/v1/runs/{run_id}", headers=admin).json()["status"] == "succeeded"
 

@@ -8,8 +8,8 @@ import torch
 
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
-from phalanx.coordinator import Exchange
 from phalanx.data import load_dataset
+from phalanx.exchange import Exchange
 from phalanx.plan import adversaries
 from phalanx.replies import Reply, Task
 from phalanx.reports import RoundReport

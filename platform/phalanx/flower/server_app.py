@@ -32,7 +32,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from phalanx.attacks import check_attack
 from phalanx.config import RunConfig, load_run_config
-from phalanx.coordinator import Transport
+from phalanx.exchange import Transport
 from phalanx.flower.deployment.binding import NodeBindingTransport
 from phalanx.flower.deployment.flower_app import DeployedRunRequest
 from phalanx.flower.transport import GridTransport

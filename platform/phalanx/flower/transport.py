@@ -10,8 +10,8 @@ from flwr.app import Message
 from flwr.serverapp import Grid
 
 from phalanx.channel import Downlink
-from phalanx.coordinator import Exchange
 from phalanx.event_kinds import EventKind
+from phalanx.exchange import Exchange
 from phalanx.faults import one_line
 from phalanx.flower.records import (
     MESSAGE_TYPE,

@@ -8,7 +8,7 @@ and owns the rest: the lease and its heartbeat, a cancel between rounds,
 retried database writes, finishing the run and its one
 :class:`~phalanx.runs.summary.RunSummary`.
 
-A transport is either a :class:`~phalanx.coordinator.Transport` connected
+A transport is either a :class:`~phalanx.exchange.Transport` connected
 already (the in-process test double), or a :class:`Federation`: a runtime that
 finds the nodes the roster seats and connects a transport to them. Flower's
 simulation engine (``phalanx.flower.simulation.SimulationEngine``) and a
@@ -26,12 +26,13 @@ from typing import Protocol, runtime_checkable
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.coordinator import Coordinator, Member, Transport
+from phalanx.coordinator import Coordinator
 from phalanx.data import load_dataset
+from phalanx.exchange import Transport
 from phalanx.faults import failure_cause
 from phalanx.nets import flatten_params, init_model
 from phalanx.reports import RoundReport, RoundSink
-from phalanx.roster import Roster, RosterSource, SimulatedRoster
+from phalanx.roster import Member, Roster, RosterSource, SimulatedRoster
 from phalanx.runs.recorder import StoreRecorder, finish, load_checkpoint, stored_config
 from phalanx.runs.summary import RunSummary
 from phalanx.store import LeaseLostError, RunStatus

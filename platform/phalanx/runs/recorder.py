@@ -25,10 +25,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
+from phalanx.event_kinds import FLAG_KINDS
 from phalanx.identity import public_key_fingerprint, public_key_to_pem
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_roster
-from phalanx.runs.summary import DETECTION_KINDS, RunSummary, build_summary
+from phalanx.runs.summary import RunSummary, build_summary
 from phalanx.store import ClientStatus, RunStatus, Severity, checkpoints, rounds, runs
 from phalanx.store.models import Client, DetectionEvent, Round
 from phalanx.store.retry import RetryPolicy, retry_transient
@@ -214,13 +215,13 @@ def stored_summary(sessions: sessionmaker[Session], run_id: str) -> RunSummary:
         of_run = DetectionEvent.run_id == run_id
         flagged = session.scalars(
             select(DetectionEvent.client_id)
-            .where(of_run, DetectionEvent.kind.in_(DETECTION_KINDS))
+            .where(of_run, DetectionEvent.kind.in_(FLAG_KINDS))
             .where(DetectionEvent.client_id.is_not(None))
             .distinct()
         ).all()
         refused = session.execute(
             select(DetectionEvent.kind, func.count())
-            .where(of_run, DetectionEvent.kind.not_in(DETECTION_KINDS))
+            .where(of_run, DetectionEvent.kind.not_in(FLAG_KINDS))
             .group_by(DetectionEvent.kind)
         ).all()
         last: Round | None = rows[-1] if rows else None

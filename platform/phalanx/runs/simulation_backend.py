@@ -17,9 +17,9 @@ from pathlib import Path
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
-from phalanx.coordinator import Transport
 from phalanx.data_checks import DataError
 from phalanx.data_files import DatasetNotFoundError
+from phalanx.exchange import Transport
 from phalanx.preflight import check_run_data
 from phalanx.reports import RoundReport
 from phalanx.roster import SimulatedRoster

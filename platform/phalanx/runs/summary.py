@@ -19,9 +19,6 @@ from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_roster
 
-#: Kinds by which a worker is judged to lie (precision and recall count these).
-DETECTION_KINDS = FLAG_KINDS
-
 Backend = Literal["simulation", "deployment"]
 """Where a run's workers ran: simulated identities, or enrolled clients on a SuperLink."""
 
@@ -161,8 +158,8 @@ def summarize(config: RunConfig, run_id: str, reports: Sequence[RoundReport]) ->
         run_id,
         rounds=len(reports),
         final_accuracy=last.accuracy if last else 0.0,
-        flagged=(e.client_id for e in events if e.kind in DETECTION_KINDS and e.client_id),
-        refused=Counter(e.kind for e in events if e.kind not in DETECTION_KINDS),
+        flagged=(e.client_id for e in events if e.kind in FLAG_KINDS and e.client_id),
+        refused=Counter(e.kind for e in events if e.kind not in FLAG_KINDS),
         bytes_up=sum(r.bytes_up for r in reports),
         bytes_down=sum(r.bytes_down for r in reports),
         model_digest=last.model_digest if last else "",

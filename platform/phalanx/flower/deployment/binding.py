@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from phalanx.channel import Downlink
-from phalanx.coordinator import Exchange, Member, Transport
+from phalanx.exchange import Exchange, Transport
 from phalanx.identity import IdentityError, verify_reply
 from phalanx.replies import Rejection, Reply, Task
+from phalanx.roster import Member
 
 __all__ = ["NODE_ID_MISMATCH", "NodeBindingTransport", "node_binding_problem"]
 

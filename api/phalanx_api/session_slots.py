@@ -28,7 +28,7 @@ WRITE_SLOTS = 4
 
 
 @dataclass(frozen=True)
-class Admission:
+class SessionSlots:
     """The slots of one app.
 
     Attributes
