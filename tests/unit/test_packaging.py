@@ -78,3 +78,16 @@ def test_the_server_stack_is_an_extra_not_a_base_dependency() -> None:
     for server_only in ("psycopg", "prometheus-client", "jinja2", "itsdangerous", "psutil"):
         assert server_only not in base
         assert server_only in names(meta["optional-dependencies"]["server"])  # type: ignore[index]
+
+
+def test_every_core_module_is_under_the_core_contract() -> None:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    core = next(c for c in contracts["contracts"] if c["type"] == "forbidden")
+    layers = {"flower", "runs", "store"}
+    modules = {
+        f"phalanx.{path.stem}"
+        for path in (ROOT / "platform" / "phalanx").iterdir()
+        if path.stem not in layers | {"__init__", "py"}
+        and (path.suffix == ".py" or (path / "__init__.py").exists())
+    }
+    assert modules - set(core["source_modules"]) == set()
