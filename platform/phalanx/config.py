@@ -102,6 +102,18 @@ class DetectionConfig(_Section):
         description="When largest agreeing groups tie: drop disputed files, or trust the "
         "per-file majority (Aspis, ByzShield).",
     )
+    across_rounds: bool = Field(
+        default=True,
+        description="Flag a worker once its disputes across the run's rounds prove it lies "
+        "(phalanx.detection.disputes); benched like any flag (exclude_flagged_for).",
+    )
+    max_adversaries: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="The most workers assumed to lie, for the proof across rounds (null: "
+        "fewer than half the workers). A tighter bound proves colluders sooner.",
+    )
     outlier_threshold: float | None = Field(
         default=8.0,  # phalanx.detection.DEFAULT_OUTLIER_THRESHOLD (the config imports no torch)
         gt=0.0,

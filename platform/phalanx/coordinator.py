@@ -28,6 +28,7 @@ from phalanx.channel import make_channel
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.detection import Replica, Verdict, detect, payload_digest
+from phalanx.detection.disputes import LiarsAcrossRounds
 from phalanx.event_kinds import FAULT_KINDS, EventKind
 from phalanx.exchange import Transport
 from phalanx.faults import RunFailedError, common_failure, describe
@@ -44,7 +45,7 @@ from phalanx.replies import (
     Task,
     check_reply,
 )
-from phalanx.reports import EventReport, RoundReport, RoundSink
+from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event
 from phalanx.roster import Member
 from phalanx.training import derive_seed, evaluate
 
@@ -108,6 +109,10 @@ class Coordinator:
         self._benched: dict[int, int] = {}
         # Rounds in a row, up to the last one, that applied no update.
         self._idle_rounds = 0
+        bound = config.detection.max_adversaries
+        self._across = LiarsAcrossRounds(
+            (config.assignment.num_workers - 1) // 2 if bound is None else bound
+        )
         missing = set(range(config.assignment.num_workers)) - set(self.members)
         if missing:
             raise ValueError(f"no identity for workers {sorted(missing)}")
@@ -123,6 +128,7 @@ class Coordinator:
         self.optimizer.load_state_dict(state["optimizer"])
         self._benched = {int(w): int(t) for w, t in state.get("benched", {}).items()}
         self._idle_rounds = int(state.get("idle_rounds", 0))
+        self._across.restore(state.get("across_rounds", {}))
         channel = {k: v.numpy() for k, v in state["channel"].items()}
         self.channel.restore(channel, self.params)
 
@@ -136,6 +142,7 @@ class Coordinator:
                 "channel": channel,
                 "benched": dict(self._benched),
                 "idle_rounds": self._idle_rounds,
+                "across_rounds": self._across.state(),
             },
             buffer,
         )
@@ -198,7 +205,7 @@ class Coordinator:
         replicas, events, rejected = self._verify(replies, tasks)
         for bad in malformed:
             rejected.add(bad.worker)
-            events.append(_rejection_event(bad, self.members[bad.worker].client_id, t))
+            events.append(rejection_event(bad, self.members[bad.worker].client_id, t))
         faults = [str(e.evidence["reason"]) for e in events if e.kind in FAULT_KINDS]
         if faults:
             causes = "; ".join(f"{n} x {cause}" for cause, n in Counter(faults).most_common())
@@ -217,32 +224,25 @@ class Coordinator:
             on_tie=self.config.detection.on_tie,
             outlier_threshold=self.config.detection.outlier_threshold,
         )
-        flagged = set(verdict.flagged)
-        for worker in sorted(verdict.flagged):
-            evidence = verdict.evidence[worker]
-            events.append(
-                EventReport(
-                    worker=worker,
-                    client_id=self.members[worker].client_id,
-                    kind=evidence.kind,
-                    severity=evidence.severity,
-                    evidence=evidence.to_dict(),
-                )
-            )
+        flags: dict[int, tuple[str, str, dict[str, Any]]] = {
+            w: (e.kind, e.severity, e.to_dict()) for w, e in verdict.evidence.items()
+        }
+        if self.config.detection.across_rounds:
+            # A worker this round already flagged is proven too, without a second event.
+            for worker, proof in self._across.observe(t, verdict.conflicts).items():
+                proven = (EventKind.DISPUTES_ACROSS_ROUNDS, "high", proof.to_dict())
+                flags.setdefault(worker, proven)
         lap("detect")
 
         step = self._step(t, verdict, replicas)
-        for worker, overflow in sorted(step.overflowed.items()):
-            flagged.add(worker)
-            events.append(
-                EventReport(
-                    worker=worker,
-                    client_id=self.members[worker].client_id,
-                    kind=EventKind.OVERFLOW,
-                    severity="high",
-                    evidence=overflow,
-                )
-            )
+        overflowed: dict[int, tuple[str, str, dict[str, Any]]] = {
+            w: (EventKind.OVERFLOW, "high", e) for w, e in step.overflowed.items()
+        }
+        for flags_of_step in (flags, overflowed):
+            for worker, (kind, severity, evidence) in sorted(flags_of_step.items()):
+                client_id = self.members[worker].client_id
+                events.append(EventReport(worker, client_id, kind, severity, evidence))
+        flagged = set(flags) | set(overflowed)
         pause = self.config.detection.exclude_flagged_for
         if pause:
             for worker in flagged:
@@ -458,7 +458,7 @@ class Coordinator:
                 continue
             rejected.add(reply.worker)
             client_id = member.client_id if member else None
-            events.append(_rejection_event(rejection, client_id, tasks_round))
+            events.append(rejection_event(rejection, client_id, tasks_round))
         return replicas, events, rejected
 
     def _eval_set(self, *, final: bool) -> ImageDataset:
@@ -482,18 +482,6 @@ class _Step:
     applied: bool
     overflowed: Mapping[int, dict[str, Any]] = field(default_factory=dict)
     left_out: tuple[int, ...] = ()
-
-
-def _rejection_event(rejection: Rejection, client_id: str | None, t: int) -> EventReport:
-    """Build the event of a refused reply, or of a worker that failed (a fault: low severity)."""
-    fault = rejection.kind in FAULT_KINDS
-    return EventReport(
-        worker=rejection.worker,
-        client_id=client_id,
-        kind=rejection.kind,
-        severity="low" if fault else "high",
-        evidence={"reason": rejection.reason, "round": t},
-    )
 
 
 def _assignment_summary(assignment: Assignment) -> dict[str, object]:

@@ -27,6 +27,7 @@ class EventKind(StrEnum):
     MAJORITY_MINORITY = "majority_minority"
     OUTLIER = "outlier"
     LOW_DEGREE = "low_degree"
+    DISPUTES_ACROSS_ROUNDS = "disputes_across_rounds"
     OVERFLOW = "overflow"
     MALFORMED_REPLY = "malformed_reply"
     BAD_SHAPE = "bad_shape"
@@ -47,6 +48,7 @@ FLAG_KINDS = frozenset(
         EventKind.MAJORITY_MINORITY,
         EventKind.OUTLIER,
         EventKind.LOW_DEGREE,
+        EventKind.DISPUTES_ACROSS_ROUNDS,
         EventKind.OVERFLOW,
     }
 )

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from phalanx.agreement_record import AgreementRecord
+from phalanx.event_kinds import FAULT_KINDS
+
+if TYPE_CHECKING:
+    from phalanx.replies import Rejection
 
 
 @dataclass(frozen=True)
@@ -57,3 +61,15 @@ class RoundSink(Protocol):
     def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
         """Persist the checkpoint, then the round; only then does the round count as done."""
         ...
+
+
+def rejection_event(rejection: Rejection, client_id: str | None, t: int) -> EventReport:
+    """Build the event of a refused reply, or of a worker that failed (a fault: low severity)."""
+    fault = rejection.kind in FAULT_KINDS
+    return EventReport(
+        worker=rejection.worker,
+        client_id=client_id,
+        kind=rejection.kind,
+        severity="low" if fault else "high",
+        evidence={"reason": rejection.reason, "round": t},
+    )

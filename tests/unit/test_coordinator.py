@@ -9,6 +9,7 @@ import torch
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import load_dataset
+from phalanx.event_kinds import EventKind
 from phalanx.exchange import Exchange
 from phalanx.plan import adversaries
 from phalanx.replies import Reply, Task
@@ -448,3 +449,41 @@ def test_reply_fields_that_cannot_even_be_signed_are_refused_and_the_run_goes_on
         (event,) = report.events
         assert event.worker == victim and event.severity == "high"
         assert event.kind in {"malformed_reply", "stale_round", "bad_signature"}
+
+
+# --------------------------------------------------------------- evidence across rounds
+
+
+def colluders_config() -> RunConfig:
+    """Three colluders on STS(15) who lie only where they hold a file's majority: they tie."""
+    return small_config(
+        rounds=3,
+        assignment={"scheme": "bibd", "num_workers": 15, "r": 3},
+        attack={"q": 3, "strategy": "only_majorities", "selection": "strong"},
+        detection={"max_adversaries": 3},
+    )
+
+
+def proven(sink: FakeSink) -> dict[int, int]:
+    return {
+        e.worker: r.round
+        for r in sink.reports
+        for e in r.events
+        if e.kind == EventKind.DISPUTES_ACROSS_ROUNDS
+    }
+
+
+def test_colluders_who_tie_every_round_are_proven_across_rounds_even_after_a_resume() -> None:
+    config = colluders_config()
+    straight = run(config)
+    truth = adversaries(config)
+    # No round flags them on its own: the largest agreeing groups tie.
+    rules = {r.agreement.rule for r in straight.reports if r.agreement is not None}
+    assert rules == {"unanimity"}
+    assert set(proven(straight)) == truth
+    assert all(set(r.flagged) <= truth for r in straight.reports)
+    assert summarize(config, RUN_ID, straight.reports).recall == 1.0
+
+    first, resumed = run_interrupted(config, stop_after=1)
+    assert proven(first) | proven(resumed) == proven(straight)
+    assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest

@@ -25,6 +25,7 @@ KIND_HEADLINES: Mapping[str, str] = {
     EventKind.MAJORITY_MINORITY: "Outside every tied largest group of agreeing workers",
     EventKind.OUTLIER: "Update far from everyone else's (single replica, weak evidence)",
     EventKind.LOW_DEGREE: "Agreed with too few workers over several rounds",
+    EventKind.DISPUTES_ACROSS_ROUNDS: "Disagreed with more workers than an honest one can",
     EventKind.MALFORMED_REPLY: "Sent a reply that could not be read",
     EventKind.BAD_SHAPE: "Sent an update of the wrong size",
     EventKind.NON_FINITE: "Sent an update containing NaN or infinity",
@@ -59,6 +60,13 @@ KIND_ADVICE: Mapping[str, str] = {
     EventKind.LOW_DEGREE: (
         "Over a window of rounds this worker agreed with fewer workers than any honest "
         "worker can; it was flagged on its history rather than on one round."
+    ),
+    EventKind.DISPUTES_ACROSS_ROUNDS: (
+        "Two honest workers always agree, so every disagreement has a liar on one side. "
+        "Across the run's rounds this worker disagreed with so many different workers that, "
+        "were it honest, more workers would be lying than the run assumes at most. Its "
+        "later replies are ignored. Colluders who lie only where they can win a file are "
+        "caught this way; a tighter detection.max_adversaries catches them sooner."
     ),
     EventKind.OVERFLOW: (
         "The update's norm is many orders of magnitude beyond any gradient step: with it, "

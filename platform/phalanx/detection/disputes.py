@@ -1,0 +1,238 @@
+"""Evidence across rounds: the run's disputes, and the workers who cannot all be honest.
+
+Two honest replicas of a file always agree, so every *dispute* (two workers whose
+replicas of a file disagreed) has a liar on at least one side. Across the rounds of a
+run the disputes form a graph over stable worker ids, the *dispute graph*, in which the
+adversaries cover every edge. If at most ``bound`` workers lie, an honest worker's
+dispute partners are all liars, so it has at most ``bound`` of them, and moreover those
+partners together with a cover of the remaining disputes fit in ``bound`` workers.
+
+:func:`proven_liars` turns that into a flag with no false positive: worker ``w`` is
+flagged when its distinct partners, plus a lower bound on the liars needed to cover the
+disputes that involve neither ``w`` nor a partner (a matching: each of its edges needs a
+liar of its own) and the workers already proven, exceed ``bound``. Were ``w`` honest,
+all of those would be distinct liars, more than ``bound`` of them. The argument holds
+while honest replicas never disagree, that is with ``exact`` comparisons or honest noise
+below the tolerance; a worker that lied only against up to ``bound`` partners in the
+whole run stays unflagged, since, from agreement alone, its partners could be the liars
+instead.
+
+With per-round relabelling, a colluder meets new honest workers every round and its
+partners grow, while an honest worker's partners stay among the colluders. The rule
+needs no estimate of how often an honest worker is disputed: its false-positive bound
+is zero under the premise above, for any attack, over any number of rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+
+@dataclass
+class DisputeRecord:
+    """Every dispute of a run so far, by pair of stable worker ids.
+
+    Attributes
+    ----------
+    rounds : dict of (int, int) to list of int
+        For each pair ``(a, b)``, ``a < b``, that ever disagreed, the rounds in which
+        they did (ascending, without repeats).
+    """
+
+    rounds: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+
+    def add_round(self, t: int, conflicts: Iterable[tuple[int, int]]) -> None:
+        """Record round ``t``'s disputed pairs (each ``(a, b)`` in either order)."""
+        for a, b in conflicts:
+            if a == b:
+                raise ValueError(f"a worker cannot dispute with itself: {a}")
+            seen = self.rounds.setdefault((min(a, b), max(a, b)), [])
+            if not seen or seen[-1] != t:
+                seen.append(t)
+
+    def partners(self, worker: int) -> dict[int, list[int]]:
+        """Each distinct worker ``worker`` disputed with, and the rounds they did."""
+        found: dict[int, list[int]] = {}
+        for (a, b), ts in self.rounds.items():
+            if worker in (a, b):
+                found[b if a == worker else a] = ts
+        return dict(sorted(found.items()))
+
+    def graph(self) -> nx.Graph:
+        """Return the dispute graph: workers joined when they ever disagreed."""
+        g = nx.Graph()
+        # Sorted, so that a record restored from a checkpoint yields the same matchings.
+        g.add_edges_from(sorted(self.rounds))
+        return g
+
+    def to_state(self) -> list[list[int]]:
+        """Checkpoint form: one ``[a, b, round, round, ...]`` per pair."""
+        return [[a, b, *ts] for (a, b), ts in sorted(self.rounds.items())]
+
+    @classmethod
+    def from_state(cls, state: Iterable[Iterable[int]]) -> DisputeRecord:
+        """Rebuild a record from :meth:`to_state`."""
+        record = cls()
+        for row in state:
+            a, b, *ts = (int(x) for x in row)
+            record.rounds[(min(a, b), max(a, b))] = sorted(set(ts))
+        return record
+
+
+@dataclass(frozen=True)
+class CrossRoundEvidence:
+    """Why the disputes of a run prove ``worker`` a liar.
+
+    Attributes
+    ----------
+    worker : int
+        The flagged worker.
+    partners : dict of int to tuple of int
+        Each worker it disputed with, and the rounds in which it did.
+    known_liars : int
+        Workers proven liars before, other than its partners.
+    independent_disputes : int
+        Disputes among the remaining workers (none involving ``worker``, a partner or
+        a known liar) that need a liar each: a matching of the rest of the graph.
+    bound : int
+        The most liars the run assumes (``detection.max_adversaries``).
+    """
+
+    worker: int
+    partners: Mapping[int, tuple[int, ...]]
+    known_liars: int
+    independent_disputes: int
+    bound: int
+
+    @property
+    def rounds(self) -> tuple[int, ...]:
+        """Rounds in which the worker was in a dispute."""
+        return tuple(sorted({t for ts in self.partners.values() for t in ts}))
+
+    @property
+    def liars_if_honest(self) -> int:
+        """Liars there would have to be, were the worker honest."""
+        return len(self.partners) + self.known_liars + self.independent_disputes
+
+    def summary(self) -> str:
+        """Say why, in one paragraph of plain English."""
+        n, k = len(self.partners), len(self.rounds)
+        disputes = sum(len(ts) for ts in self.partners.values())
+        text = (
+            f"Worker {self.worker} disagreed with {n} different workers "
+            f"({disputes} disputes in {k} round{'s' if k != 1 else ''}). Two honest workers "
+            "always agree, so were it honest, all "
+            f"{n} would be lying"
+        )
+        if self.known_liars:
+            text += f", beside the {self.known_liars} workers already proven to lie"
+        if self.independent_disputes:
+            text += (
+                f", and {self.independent_disputes} more disputes among other workers would "
+                "each need a liar of their own"
+            )
+        return (
+            f"{text}: {self.liars_if_honest} liars, more than the {self.bound} this run "
+            "assumes at most. So it is lying."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form, with the summary."""
+        return {
+            "worker": self.worker,
+            "partners": [{"worker": w, "rounds": list(ts)} for w, ts in self.partners.items()],
+            "rounds": list(self.rounds),
+            "known_liars": self.known_liars,
+            "independent_disputes": self.independent_disputes,
+            "liars_if_honest": self.liars_if_honest,
+            "bound": self.bound,
+            "summary": self.summary(),
+        }
+
+
+def proven_liars(
+    record: DisputeRecord, bound: int, *, known: Iterable[int] = ()
+) -> dict[int, CrossRoundEvidence]:
+    """Workers that cannot be honest if at most ``bound`` workers lie.
+
+    Each proof makes the next one easier: once ``w`` is proven, it is a liar whoever
+    else is honest, so it counts against every other worker's bound. The search
+    repeats until no new worker is proven.
+
+    Parameters
+    ----------
+    record : DisputeRecord
+        The run's disputes so far.
+    bound : int
+        The most workers assumed to lie, at least 0.
+    known : iterable of int
+        Workers already proven liars (not judged again; they count as liars).
+
+    Returns
+    -------
+    dict of int to CrossRoundEvidence
+        One record per newly proven liar, by worker.
+    """
+    if bound < 0:
+        raise ValueError(f"bound must be at least 0, got {bound}")
+    g = record.graph()
+    liars = set(known)
+    proven: dict[int, CrossRoundEvidence] = {}
+    changed = True
+    while changed:
+        changed = False
+        for w in sorted(set(g.nodes) - liars):
+            partners = set(g.adj[w])
+            certain = partners | liars
+            rest = 0
+            if len(certain) <= bound:
+                rest = len(nx.maximal_matching(g.subgraph(set(g.nodes) - certain - {w})))
+                if len(certain) + rest <= bound:
+                    continue
+            proven[w] = CrossRoundEvidence(
+                worker=w,
+                partners={p: tuple(ts) for p, ts in record.partners(w).items()},
+                known_liars=len(liars - partners),
+                independent_disputes=rest,
+                bound=bound,
+            )
+            liars.add(w)
+            changed = True
+    return proven
+
+
+class LiarsAcrossRounds:
+    """The run's `DisputeRecord` and the liars it proves, round after round.
+
+    Parameters
+    ----------
+    bound : int
+        The most workers assumed to lie (see `proven_liars`).
+    """
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.record = DisputeRecord()
+        self.proven: set[int] = set()
+
+    def observe(
+        self, t: int, conflicts: Iterable[tuple[int, int]]
+    ) -> dict[int, CrossRoundEvidence]:
+        """Add round ``t``'s disputed pairs; return the evidence of each newly proven liar."""
+        self.record.add_round(t, conflicts)
+        proofs = proven_liars(self.record, self.bound, known=self.proven)
+        self.proven |= proofs.keys()
+        return proofs
+
+    def state(self) -> dict[str, list[int] | list[list[int]]]:
+        """Checkpoint form (plain lists of ints)."""
+        return {"disputes": self.record.to_state(), "proven": sorted(self.proven)}
+
+    def restore(self, state: Mapping[str, Iterable[Any]]) -> None:
+        """Continue from :meth:`state`."""
+        self.record = DisputeRecord.from_state(state.get("disputes", []))
+        self.proven = {int(w) for w in state.get("proven", [])}
