@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from phalanx.assignment import count_files
 from phalanx.attack_plugins import installed_attacks, is_reference
-from phalanx.breakdown import Rule, min_inputs
+from phalanx.breakdown import Rule, min_inputs, rule_inputs
 from phalanx.codec.config import CODEC_ONLY, CodecConfig
 from phalanx.data_checks import MAX_CLASSES
 
@@ -251,12 +251,16 @@ class RunConfig(_Section):
             files = count_files(self.assignment.scheme, k, r, num_files=self.assignment.num_files)
         except ValueError as exc:
             raise ValueError(f"assignment: {exc}") from exc
-        rule, f = self.aggregation.rule, self.aggregation.f
-        needed = min_inputs(rule, f)
-        if files < needed:
+        agg = self.aggregation
+        needed = min_inputs(agg.rule, agg.f, agg.options)
+        rows = rule_inputs(files, agg.pre, agg.pre_options)
+        if rows < needed:
+            given = "".join(f", {key}={value}" for key, value in sorted(agg.options.items()))
+            after = f" ({rows} buckets after bucketing)" if rows != files else ""
             raise ValueError(
-                f"aggregation.rule={rule!r} with aggregation.f={f} needs at least {needed} "
-                f"files per round; the {self.assignment.scheme} assignment has {files}"
+                f"aggregation.rule={agg.rule!r} with aggregation.f={agg.f}{given} needs at "
+                f"least {needed} inputs per round; the {self.assignment.scheme} assignment has "
+                f"{files} files{after}"
             )
         return self
 
