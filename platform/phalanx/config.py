@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from phalanx.assignment import count_files
 from phalanx.attack_plugins import installed_attacks, is_reference
@@ -109,8 +116,67 @@ class DetectionConfig(_Section):
     )
 
 
+_Bounds = tuple[type, float, float, bool]
+"""An option's type, lowest and highest value, and whether the lowest is excluded."""
+
+_POSITIVE = float("inf")
+RULE_OPTIONS: dict[str, dict[str, _Bounds]] = {
+    "mean": {},
+    "median": {},
+    "trimmed_mean": {},
+    "geometric_median": {
+        "nu": (float, 0.0, _POSITIVE, True),
+        "max_iter": (int, 0, 10_000, False),
+        "eps": (float, 0.0, _POSITIVE, False),
+    },
+    "krum": {},
+    "multi_krum": {"m": (int, 1, MAX_NUM_FILES, False)},
+    "bulyan": {},
+    "centered_clipping": {
+        "tau": (float, 0.0, _POSITIVE, True),
+        "n_iter": (int, 1, 10_000, False),
+    },
+    "median_of_means": {"groups": (int, 1, MAX_NUM_FILES, False)},
+}
+"""Keyword options each rule takes from a run config, with their bounds."""
+
+PRE_OPTIONS: dict[str, dict[str, _Bounds]] = {
+    "nnm": {},
+    "bucketing": {"s": (int, 1, MAX_NUM_FILES, False), "seed": (int, 0, 2**63 - 1, False)},
+}
+"""Keyword options each pre-aggregator takes from a run config, with their bounds."""
+
+
+def _checked_options(
+    owner: str, given: Mapping[str, float | int], table: Mapping[str, _Bounds]
+) -> dict[str, float | int]:
+    """Return ``given`` checked against ``owner``'s options (integral floats made ints)."""
+    checked: dict[str, float | int] = {}
+    for key, value in given.items():
+        if key not in table:
+            takes = ", ".join(sorted(table)) or "none"
+            raise ValueError(f"{key!r} is not an option of {owner} (it takes {takes})")
+        kind, low, high, open_low = table[key]
+        if kind is int:
+            if not float(value).is_integer():
+                raise ValueError(f"{key} must be an integer, got {value}")
+            value = int(value)
+        too_low = value <= low if open_low else value < low
+        if too_low or value > high or value != value:
+            lowest = f"> {low:g}" if open_low else f">= {low:g}"
+            highest = "" if high == _POSITIVE else f" and <= {high:g}"
+            raise ValueError(f"{key} must be {lowest}{highest}, got {value}")
+        checked[key] = value
+    return checked
+
+
 class AggregationConfig(_Section):
-    """The robust rule over the accepted file updates."""
+    """The robust rule over the accepted file updates.
+
+    ``options`` and ``pre_options`` are checked against :data:`RULE_OPTIONS` and
+    :data:`PRE_OPTIONS` here, so that what reaches the rule in every round is known
+    to be accepted before a run starts.
+    """
 
     rule: Rule = "mean"
     f: int = Field(default=0, ge=0, description="Byzantine inputs the rule must tolerate.")
@@ -122,6 +188,38 @@ class AggregationConfig(_Section):
         default_factory=dict,
         description="Keyword options of the pre-aggregator (bucketing: s, seed).",
     )
+
+    @field_validator("options")
+    @classmethod
+    def _rule_options(
+        cls, options: dict[str, float | int], info: ValidationInfo
+    ) -> dict[str, float | int]:
+        rule = info.data.get("rule")
+        return _checked_options(str(rule), options, RULE_OPTIONS.get(str(rule), {}))
+
+    @field_validator("pre_options")
+    @classmethod
+    def _pre_options(
+        cls, options: dict[str, float | int], info: ValidationInfo
+    ) -> dict[str, float | int]:
+        pre = info.data.get("pre")
+        if pre is None:
+            if options:
+                raise ValueError(
+                    "pre_options given without aggregation.pre; name the pre-aggregator"
+                )
+            return options
+        return _checked_options(str(pre), options, PRE_OPTIONS.get(str(pre), {}))
+
+    @model_validator(mode="after")
+    def _enough_groups(self) -> AggregationConfig:
+        groups = self.options.get("groups")
+        if groups is not None and not groups > 2 * self.f:
+            raise ValueError(
+                f"aggregation.options: median_of_means groups must exceed 2 f = {2 * self.f}, "
+                f"got {groups}"
+            )
+        return self
 
 
 class AttackConfig(_Section):
