@@ -44,7 +44,8 @@ DATASET_NAMES = ("fashion-mnist", "digits")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # TOML spells inf and nan; a run config never holds them (JSON would carry them as null).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DataConfig(_Section):
