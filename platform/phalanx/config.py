@@ -370,15 +370,19 @@ def load_run_config(path: Path) -> RunConfig:
     Raises
     ------
     ValueError
-        When the file is neither TOML nor JSON, cannot be parsed, or holds an
-        invalid configuration (pydantic's ``ValidationError`` names the field).
+        When the file is neither TOML nor JSON, cannot be parsed (or is nested too
+        deeply to parse), or holds an invalid configuration (pydantic's
+        ``ValidationError`` names the field).
     """
     text = path.read_text(encoding="utf-8")
     data: dict[str, Any]
-    if path.suffix == ".toml":
-        data = tomllib.loads(text)
-    elif path.suffix == ".json":
-        data = json.loads(text)
-    else:
-        raise ValueError(f"{path}: run configs are .toml or .json files")
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise ValueError(f"{path}: run configs are .toml or .json files")
+    except RecursionError:  # the parsers recurse once per level of nesting
+        raise ValueError("nested too deeply to be a run config") from None
     return RunConfig.model_validate(data)
