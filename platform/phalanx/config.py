@@ -8,11 +8,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from phalanx.assignment import count_files
 from phalanx.attack_plugins import installed_attacks, is_reference
-from phalanx.breakdown import Rule, min_inputs
+from phalanx.breakdown import Rule, min_inputs, rule_inputs
 from phalanx.codec.config import CODEC_ONLY, CodecConfig
 from phalanx.data_checks import MAX_CLASSES
 
@@ -37,7 +44,8 @@ DATASET_NAMES = ("fashion-mnist", "digits")
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # TOML spells inf and nan; a run config never holds them (JSON would carry them as null).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DataConfig(_Section):
@@ -121,8 +129,67 @@ class DetectionConfig(_Section):
     )
 
 
+_Bounds = tuple[type, float, float, bool]
+"""An option's type, lowest and highest value, and whether the lowest is excluded."""
+
+_POSITIVE = float("inf")
+RULE_OPTIONS: dict[str, dict[str, _Bounds]] = {
+    "mean": {},
+    "median": {},
+    "trimmed_mean": {},
+    "geometric_median": {
+        "nu": (float, 0.0, _POSITIVE, True),
+        "max_iter": (int, 0, 10_000, False),
+        "eps": (float, 0.0, _POSITIVE, False),
+    },
+    "krum": {},
+    "multi_krum": {"m": (int, 1, MAX_NUM_FILES, False)},
+    "bulyan": {},
+    "centered_clipping": {
+        "tau": (float, 0.0, _POSITIVE, True),
+        "n_iter": (int, 1, 10_000, False),
+    },
+    "median_of_means": {"groups": (int, 1, MAX_NUM_FILES, False)},
+}
+"""Keyword options each rule takes from a run config, with their bounds."""
+
+PRE_OPTIONS: dict[str, dict[str, _Bounds]] = {
+    "nnm": {},
+    "bucketing": {"s": (int, 1, MAX_NUM_FILES, False), "seed": (int, 0, 2**63 - 1, False)},
+}
+"""Keyword options each pre-aggregator takes from a run config, with their bounds."""
+
+
+def _checked_options(
+    owner: str, given: Mapping[str, float | int], table: Mapping[str, _Bounds]
+) -> dict[str, float | int]:
+    """Return ``given`` checked against ``owner``'s options (integral floats made ints)."""
+    checked: dict[str, float | int] = {}
+    for key, value in given.items():
+        if key not in table:
+            takes = ", ".join(sorted(table)) or "none"
+            raise ValueError(f"{key!r} is not an option of {owner} (it takes {takes})")
+        kind, low, high, open_low = table[key]
+        if kind is int:
+            if not float(value).is_integer():
+                raise ValueError(f"{key} must be an integer, got {value}")
+            value = int(value)
+        too_low = value <= low if open_low else value < low
+        if too_low or value > high or value != value:
+            lowest = f"> {low:g}" if open_low else f">= {low:g}"
+            highest = "" if high == _POSITIVE else f" and <= {high:g}"
+            raise ValueError(f"{key} must be {lowest}{highest}, got {value}")
+        checked[key] = value
+    return checked
+
+
 class AggregationConfig(_Section):
-    """The robust rule over the accepted file updates."""
+    """The robust rule over the accepted file updates.
+
+    ``options`` and ``pre_options`` are checked against :data:`RULE_OPTIONS` and
+    :data:`PRE_OPTIONS` here, so that what reaches the rule in every round is known
+    to be accepted before a run starts.
+    """
 
     rule: Rule = "mean"
     f: int = Field(default=0, ge=0, description="Byzantine inputs the rule must tolerate.")
@@ -134,6 +201,38 @@ class AggregationConfig(_Section):
         default_factory=dict,
         description="Keyword options of the pre-aggregator (bucketing: s, seed).",
     )
+
+    @field_validator("options")
+    @classmethod
+    def _rule_options(
+        cls, options: dict[str, float | int], info: ValidationInfo
+    ) -> dict[str, float | int]:
+        rule = info.data.get("rule")
+        return _checked_options(str(rule), options, RULE_OPTIONS.get(str(rule), {}))
+
+    @field_validator("pre_options")
+    @classmethod
+    def _pre_options(
+        cls, options: dict[str, float | int], info: ValidationInfo
+    ) -> dict[str, float | int]:
+        pre = info.data.get("pre")
+        if pre is None:
+            if options:
+                raise ValueError(
+                    "pre_options given without aggregation.pre; name the pre-aggregator"
+                )
+            return options
+        return _checked_options(str(pre), options, PRE_OPTIONS.get(str(pre), {}))
+
+    @model_validator(mode="after")
+    def _enough_groups(self) -> AggregationConfig:
+        groups = self.options.get("groups")
+        if groups is not None and not groups > 2 * self.f:
+            raise ValueError(
+                f"aggregation.options: median_of_means groups must exceed 2 f = {2 * self.f}, "
+                f"got {groups}"
+            )
+        return self
 
 
 class AttackConfig(_Section):
@@ -263,12 +362,16 @@ class RunConfig(_Section):
             files = count_files(self.assignment.scheme, k, r, num_files=self.assignment.num_files)
         except ValueError as exc:
             raise ValueError(f"assignment: {exc}") from exc
-        rule, f = self.aggregation.rule, self.aggregation.f
-        needed = min_inputs(rule, f)
-        if files < needed:
+        agg = self.aggregation
+        needed = min_inputs(agg.rule, agg.f, agg.options)
+        rows = rule_inputs(files, agg.pre, agg.pre_options)
+        if rows < needed:
+            given = "".join(f", {key}={value}" for key, value in sorted(agg.options.items()))
+            after = f" ({rows} buckets after bucketing)" if rows != files else ""
             raise ValueError(
-                f"aggregation.rule={rule!r} with aggregation.f={f} needs at least {needed} "
-                f"files per round; the {self.assignment.scheme} assignment has {files}"
+                f"aggregation.rule={agg.rule!r} with aggregation.f={agg.f}{given} needs at "
+                f"least {needed} inputs per round; the {self.assignment.scheme} assignment has "
+                f"{files} files{after}"
             )
         return self
 
@@ -279,15 +382,19 @@ def load_run_config(path: Path) -> RunConfig:
     Raises
     ------
     ValueError
-        When the file is neither TOML nor JSON, cannot be parsed, or holds an
-        invalid configuration (pydantic's ``ValidationError`` names the field).
+        When the file is neither TOML nor JSON, cannot be parsed (or is nested too
+        deeply to parse), or holds an invalid configuration (pydantic's
+        ``ValidationError`` names the field).
     """
     text = path.read_text(encoding="utf-8")
     data: dict[str, Any]
-    if path.suffix == ".toml":
-        data = tomllib.loads(text)
-    elif path.suffix == ".json":
-        data = json.loads(text)
-    else:
-        raise ValueError(f"{path}: run configs are .toml or .json files")
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise ValueError(f"{path}: run configs are .toml or .json files")
+    except RecursionError:  # the parsers recurse once per level of nesting
+        raise ValueError("nested too deeply to be a run config") from None
     return RunConfig.model_validate(data)

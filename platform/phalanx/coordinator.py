@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from phalanx.aggregation import aggregate, largest_f
 from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment
+from phalanx.breakdown import fitted_options, rule_inputs
 from phalanx.channel import make_channel
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
@@ -375,22 +376,29 @@ class Coordinator:
         )
 
     def _f_for(self, n: int) -> int | None:
-        """Return the ``f`` the rule tolerates with ``n`` inputs, capped at the configured one."""
-        f = largest_f(self.config.aggregation.rule, n)
-        return None if f is None else min(self.config.aggregation.f, f)
+        """Return the ``f`` the rule tolerates with ``n`` updates, capped at the configured one.
+
+        The rule receives the pre-aggregator's rows (bucketing: fewer than ``n``), with
+        its options' counts (``m``, ``groups``) lowered to them when there are fewer.
+        """
+        agg = self.config.aggregation
+        rows = rule_inputs(n, agg.pre, agg.pre_options)
+        f = largest_f(agg.rule, rows, fitted_options(agg.rule, rows, agg.options))
+        return None if f is None else min(agg.f, f)
 
     def _aggregate(self, stacked: Tensor, f: int, t: int) -> Tensor:
         agg = self.config.aggregation
         pre_options = dict(agg.pre_options)
         if agg.pre == "bucketing":
             pre_options.setdefault("seed", derive_seed(self.config.seed, t, -2))
+        rows = rule_inputs(stacked.shape[0], agg.pre, agg.pre_options)
         return aggregate(
             agg.rule,
             stacked,
             f=f,
             pre=agg.pre,
             pre_options=pre_options if agg.pre else None,
-            **agg.options,
+            **fitted_options(agg.rule, rows, agg.options),
         )
 
     def _exchange(self, tasks: Mapping[int, Task]) -> tuple[list[Reply], int, list[Rejection]]:
