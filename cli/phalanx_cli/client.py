@@ -136,8 +136,31 @@ def client_start(
         runtime_port=runtime_port,
         flwr_home=flwr_home,
     )
+    _check_root_certificates(root_certificates)
     extra = {"FLWR_HOME": str(flwr_home)} if flwr_home else {}
     exec_flower(supernode_command(options), extra)
+
+
+def _check_root_certificates(path: Path) -> None:
+    """Refuse (exit 2) a CA file that holds no PEM certificate, before Flower starts.
+
+    ``flower-supernode`` would fail deep in its TLS set-up with a traceback and keep
+    running without ever connecting.
+    """
+    from cryptography import x509
+
+    try:
+        x509.load_pem_x509_certificates(path.read_bytes())
+    except OSError as exc:
+        raise typer.BadParameter(
+            f"cannot read {path}: {exc.strerror or exc}", param_hint="--root-certificates"
+        ) from exc
+    except ValueError as exc:
+        raise typer.BadParameter(
+            f"{path} holds no PEM CA certificate ('-----BEGIN CERTIFICATE-----'); give the CA "
+            "that signed the SuperLink's certificate (ca.pem)",
+            param_hint="--root-certificates",
+        ) from exc
 
 
 def _check_byzantine(attack: str) -> None:
