@@ -43,8 +43,9 @@ from phalanx.config import MAX_WORKERS
 if TYPE_CHECKING:
     from phalanx.detection import Verdict
 
-#: Version of the stored form written by :meth:`AgreementRecord.to_dict`.
-VERSION = 1
+#: Version of the stored form written by :meth:`AgreementRecord.to_dict`; version 1
+#: (before suspects and dropped files were kept) is still read.
+VERSION = 2
 #: Most conflict edges a record lists (more than the 780 pairs of 40 workers, the
 #: most the dashboard draws in full, so its full drawings are never cut short).
 MAX_CONFLICTS = 1_000
@@ -52,8 +53,15 @@ MAX_CONFLICTS = 1_000
 MAX_FILES_PER_CONFLICT = 8
 #: Most maximum cliques a record lists.
 MAX_CLIQUES = 8
+#: Most dropped files a record lists (the true count beside them).
+MAX_DROPPED = 256
+#: Why a file can be dropped (phalanx.detection.DropReason, and a value left out
+#: because the aggregate overflowed).
+DROP_REASONS = frozenset({"no_replica", "untrusted", "disputed", "suspects_only", "overflow"})
 #: Longest rule name read back.
 _MAX_RULE_LENGTH = 32
+#: Longest payload digest read back (SHA-256 in hex is 64).
+_MAX_DIGEST_LENGTH = 128
 
 
 class AgreementRecordError(ValueError):
@@ -78,6 +86,29 @@ class ConflictEdge:
     b: int
     files: tuple[int, ...]
     num_files: int
+
+
+@dataclass(frozen=True)
+class DroppedEntry:
+    """A file of the round that kept no value.
+
+    Attributes
+    ----------
+    file : int
+        The file.
+    reason : str
+        One of :data:`DROP_REASONS`.
+    holders : tuple of int
+        The workers it was assigned to (for ``"overflow"``: the worker whose
+        accepted value was left out).
+    digests : tuple of (int, str)
+        The digest of each replica that arrived, by worker.
+    """
+
+    file: int
+    reason: str
+    holders: tuple[int, ...]
+    digests: tuple[tuple[int, str], ...]
 
 
 @dataclass(frozen=True)
@@ -106,6 +137,12 @@ class AgreementRecord:
         at most :data:`MAX_CLIQUES`.
     num_max_cliques : int
         How many maximum cliques the round had (0 when nobody replied).
+    suspects : tuple of int
+        When maximum cliques tied: workers outside one of them but inside another.
+    dropped : tuple of DroppedEntry
+        Files that kept no value, by file; at most :data:`MAX_DROPPED`.
+    num_dropped : int
+        How many files kept no value.
     """
 
     rule: str
@@ -116,6 +153,9 @@ class AgreementRecord:
     num_conflicts: int
     outside_max_cliques: tuple[tuple[int, ...], ...]
     num_max_cliques: int
+    suspects: tuple[int, ...] = ()
+    dropped: tuple[DroppedEntry, ...] = ()
+    num_dropped: int = 0
 
     @property
     def compared(self) -> bool:
@@ -136,8 +176,27 @@ class AgreementRecord:
         return len(self.replied) - 1 if replied else None
 
     @classmethod
-    def from_verdict(cls, verdict: Verdict) -> AgreementRecord:
-        """Record the agreement graph behind a round's :class:`~phalanx.detection.Verdict`."""
+    def from_verdict(cls, verdict: Verdict, left_out: Iterable[int] = ()) -> AgreementRecord:
+        """Record the agreement graph behind a round's :class:`~phalanx.detection.Verdict`.
+
+        ``left_out`` are accepted files whose values the round then left out because
+        the aggregate overflowed; they are listed as dropped with reason ``"overflow"``.
+        """
+        dropped = [
+            DroppedEntry(f, d.reason, d.holders, tuple(sorted(d.digests.items())))
+            for f, d in verdict.drops.items()
+        ]
+        dropped += [
+            DroppedEntry(
+                f,
+                "overflow",
+                (verdict.accepted_from[f],),
+                ((verdict.accepted_from[f], verdict.accepted_digests[f]),),
+            )
+            for f in left_out
+            if f in verdict.accepted_from
+        ]
+        dropped.sort(key=lambda d: d.file)
         replied = tuple(sorted(verdict.degrees))
         full = len(replied) - 1
         flagged = frozenset(verdict.flagged)
@@ -163,6 +222,9 @@ class AgreementRecord:
                 tuple(sorted(everyone - clique)) for clique in verdict.max_cliques[:MAX_CLIQUES]
             ),
             num_max_cliques=verdict.num_max_cliques,
+            suspects=tuple(sorted(verdict.suspects)),
+            dropped=tuple(dropped[:MAX_DROPPED]),
+            num_dropped=len(dropped),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -180,6 +242,17 @@ class AgreementRecord:
             "num_conflicts": self.num_conflicts,
             "outside_max_cliques": [list(outside) for outside in self.outside_max_cliques],
             "num_max_cliques": self.num_max_cliques,
+            "suspects": list(self.suspects),
+            "dropped": [
+                {
+                    "file": d.file,
+                    "reason": d.reason,
+                    "holders": list(d.holders),
+                    "digests": [[w, digest] for w, digest in d.digests],
+                }
+                for d in self.dropped
+            ],
+            "num_dropped": self.num_dropped,
         }
 
     @classmethod
@@ -193,7 +266,7 @@ class AgreementRecord:
         """
         fields = _mapping(data, "the record")
         version = fields.get("version")
-        if version != VERSION:
+        if version not in (1, VERSION):
             numbered = isinstance(version, int) and not isinstance(version, bool)
             raise AgreementRecordError(
                 f"record version {version} is not {VERSION}"
@@ -220,6 +293,11 @@ class AgreementRecord:
             _workers(item, "a clique", known)
             for item in _list(fields.get("outside_max_cliques"), "cliques", MAX_CLIQUES)
         )
+        later = version == VERSION
+        dropped = tuple(
+            _dropped(item)
+            for item in (_list(fields.get("dropped"), "dropped", MAX_DROPPED) if later else [])
+        )
         record = cls(
             rule=rule,
             replied=replied,
@@ -229,9 +307,14 @@ class AgreementRecord:
             num_conflicts=_count(fields.get("num_conflicts"), "num_conflicts"),
             outside_max_cliques=cliques,
             num_max_cliques=_count(fields.get("num_max_cliques"), "num_max_cliques"),
+            suspects=_workers(fields.get("suspects"), "suspects", known) if later else (),
+            dropped=dropped,
+            num_dropped=_count(fields.get("num_dropped"), "num_dropped") if later else 0,
         )
         if record.num_conflicts < len(record.conflicts):
             raise AgreementRecordError("num_conflicts is below the conflicts listed")
+        if record.num_dropped < len(record.dropped):
+            raise AgreementRecordError("num_dropped is below the dropped files listed")
         return record
 
 
@@ -272,6 +355,39 @@ def _edge(item: object, known: frozenset[int]) -> ConflictEdge:
     if num_files < len(files):
         raise AgreementRecordError("num_files is below the files listed")
     return ConflictEdge(a=a, b=b, files=files, num_files=num_files)
+
+
+def _dropped(item: object) -> DroppedEntry:
+    fields = _mapping(item, "a dropped file")
+    reason = fields.get("reason")
+    if reason not in DROP_REASONS:
+        raise AgreementRecordError("a dropped file has no known reason")
+    holders = tuple(
+        _below(_count(w, "a holder"), MAX_WORKERS, "a holder")
+        for w in _list(fields.get("holders"), "holders", MAX_WORKERS)
+    )
+    digests = []
+    for pair in _list(fields.get("digests"), "digests", MAX_WORKERS):
+        entry = _list(pair, "a digest", 2)
+        if len(entry) != 2:
+            raise AgreementRecordError("a digest is not a [worker, digest] pair")
+        worker = _below(_count(entry[0], "a worker"), MAX_WORKERS, "a worker")
+        digest = entry[1]
+        if not isinstance(digest, str) or not 0 < len(digest) <= _MAX_DIGEST_LENGTH:
+            raise AgreementRecordError("a digest is not a short string")
+        digests.append((worker, digest))
+    return DroppedEntry(
+        file=_count(fields.get("file"), "a file"),
+        reason=str(reason),
+        holders=holders,
+        digests=tuple(digests),
+    )
+
+
+def _below(value: int, bound: int, what: str) -> int:
+    if value >= bound:
+        raise AgreementRecordError(f"{what} is not below {bound}")
+    return value
 
 
 def _mapping(value: object, what: str) -> Mapping[str, Any]:

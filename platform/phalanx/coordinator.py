@@ -46,7 +46,7 @@ from phalanx.replies import (
     Task,
     check_reply,
 )
-from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event
+from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, tie_event
 from phalanx.roster import Member
 from phalanx.training import derive_seed, evaluate
 
@@ -224,6 +224,7 @@ class Coordinator:
             f=self.config.aggregation.f,
             on_tie=self.config.detection.on_tie,
             outlier_threshold=self.config.detection.outlier_threshold,
+            distrusted=frozenset(self._across.proven),
         )
         flags: dict[int, tuple[str, str, dict[str, Any]]] = {
             w: (e.kind, e.severity, e.to_dict()) for w, e in verdict.evidence.items()
@@ -233,6 +234,8 @@ class Coordinator:
             for worker, proof in self._across.observe(t, verdict.conflicts).items():
                 proven = (EventKind.DISPUTES_ACROSS_ROUNDS, "high", proof.to_dict())
                 flags.setdefault(worker, proven)
+        if verdict.suspects:
+            events.append(tie_event(verdict, t))
         lap("detect")
 
         step = self._step(t, verdict, replicas)
@@ -280,7 +283,7 @@ class Coordinator:
                 "update_applied": float(step.applied),
                 "benched_workers": float(len(benched)),
             },
-            agreement=AgreementRecord.from_verdict(verdict),
+            agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock

@@ -9,6 +9,10 @@ Three families, because an operator must never take one for another:
 * **Faults** (:data:`FAULT_KINDS`): the worker did not deliver, and nothing shows it lied:
   its own code or data failed, or the coordinator could not check what it sent. A fault is
   never high severity and never bans a client when an operator confirms it.
+
+Beside them, **round notices** (:data:`ROUND_KINDS`) name no single worker: a round whose
+largest agreeing groups tied records the suspects and the files it left out (medium
+severity; confirming one bans nobody).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class EventKind(StrEnum):
     NODE_ID_MISMATCH = "node_id_mismatch"
     WORKER_ERROR = "worker_error"
     UNCHECKED_REPLY = "unchecked_reply"
+    TIED_GROUPS = "tied_groups"
 
 
 #: Kinds by which detection judges a worker to lie: the worker is flagged.
@@ -69,6 +74,9 @@ REJECTION_KINDS = frozenset(
 
 #: Kinds of a worker that delivered nothing usable without being shown to lie.
 FAULT_KINDS = frozenset({EventKind.WORKER_ERROR, EventKind.UNCHECKED_REPLY})
+
+#: Kinds about a round rather than one worker: detection could not decide, and says so.
+ROUND_KINDS = frozenset({EventKind.TIED_GROUPS})
 
 
 def bans_on_confirm(kind: str) -> bool:

@@ -7,9 +7,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from phalanx.agreement_record import AgreementRecord
-from phalanx.event_kinds import FAULT_KINDS
+from phalanx.english_list import name_numbers
+from phalanx.event_kinds import FAULT_KINDS, EventKind
 
 if TYPE_CHECKING:
+    from phalanx.detection import Verdict
     from phalanx.replies import Rejection
 
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
 class EventReport:
     """One detection event: a flagged worker or a rejected reply."""
 
-    worker: int
+    worker: int | None
     client_id: str | None
     kind: str
     severity: str
@@ -72,4 +74,44 @@ def rejection_event(rejection: Rejection, client_id: str | None, t: int) -> Even
         kind=rejection.kind,
         severity="low" if fault else "high",
         evidence={"reason": rejection.reason, "round": t},
+    )
+
+
+def tie_event(verdict: Verdict, t: int) -> EventReport:
+    """Build round ``t``'s notice that its largest agreeing groups tied.
+
+    It names the suspects (workers outside one of the tied groups but inside another,
+    so not flagged) and the files the round left out for it, in data and in words.
+    """
+    suspects = sorted(verdict.suspects)
+    left_out = sorted(
+        f for f, d in verdict.drops.items() if d.reason in ("disputed", "suspects_only")
+    )
+    size = len(verdict.max_cliques[0]) if verdict.max_cliques else 0
+    summary = (
+        f"Round {t}: {verdict.num_max_cliques} largest groups of mutually agreeing workers "
+        f"tied ({size} workers each), so the round could not tell which one is honest. "
+        f"{name_numbers('Worker', 'Workers', suspects)} {'is' if len(suspects) == 1 else 'are'} "
+        "outside one of them and inside another: any of them may be lying, none is "
+        "flagged on this round alone. "
+    )
+    if left_out:
+        verb = "was" if len(left_out) == 1 else "were"
+        summary += f"{name_numbers('File', 'Files', left_out)} {verb} left out."
+    else:
+        summary += "No file was left out."
+    return EventReport(
+        worker=None,
+        client_id=None,
+        kind=EventKind.TIED_GROUPS,
+        severity="medium",
+        evidence={
+            "round": t,
+            "suspects": suspects,
+            "flagged": sorted(verdict.flagged),
+            "num_max_cliques": verdict.num_max_cliques,
+            "clique_size": size,
+            "left_out": [{"file": f, "reason": verdict.drops[f].reason} for f in left_out],
+            "summary": summary,
+        },
     )

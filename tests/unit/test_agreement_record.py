@@ -191,6 +191,9 @@ def test_the_listed_parts_stay_bounded_however_many_conflicts_there_are() -> Non
     assert AgreementRecord.from_dict(stored(record)) == record
 
 
+DROP = {"file": 3, "reason": "disputed", "holders": [0, 1, 2], "digests": [[0, "ab"], [1, "cd"]]}
+
+
 def _valid() -> dict[str, Any]:
     assignment = bibd_assignment(7, 3)
     verdict = detect(assignment, attacked(assignment, frozenset({2, 5})))
@@ -201,7 +204,16 @@ def _valid() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=2), "version 2 is not 1"),
+        (lambda d: d.update(version=3), "version 3 is not 2"),
+        (lambda d: d.update(dropped={"file": 0}), "dropped is not a list"),
+        (lambda d: d.update(dropped=[{**DROP, "reason": "bored"}]), "no known reason"),
+        (lambda d: d.update(dropped=[{**DROP, "file": -1}]), "non-negative integer"),
+        (lambda d: d.update(dropped=[{**DROP, "holders": [10**6]}]), "not below"),
+        (lambda d: d.update(dropped=[{**DROP, "digests": [[0]]}]), "pair"),
+        (lambda d: d.update(dropped=[{**DROP, "digests": [[0, "x" * 129]]}]), "short string"),
+        (lambda d: d.update(dropped=[DROP] * 257), "more than 256"),
+        (lambda d: d.update(dropped=[DROP], num_dropped=0), "below the dropped"),
+        (lambda d: d.update(suspects=[9]), "did not reply"),
         (lambda d: d.update(version="x" * 10_000), "has no version"),
         (lambda d: d.update(rule=None), "rule"),
         (lambda d: d.update(rule="x" * 33), "rule"),
@@ -242,3 +254,30 @@ def test_edges_read_back_in_order() -> None:
     record = AgreementRecord.from_dict(data)
     assert [(e.a, e.b) for e in record.conflicts] == sorted((e.a, e.b) for e in record.conflicts)
     assert isinstance(record.conflicts[0], ConflictEdge)
+
+
+def test_a_version_1_record_reads_back_without_suspects_or_dropped_files() -> None:
+    data = _valid()
+    for key in ("suspects", "dropped", "num_dropped"):
+        del data[key]
+    record = AgreementRecord.from_dict({**data, "version": 1})
+    assert (record.suspects, record.dropped, record.num_dropped) == ((), (), 0)
+
+
+def test_a_tie_records_its_suspects_and_every_dropped_file_with_holders_and_digests() -> None:
+    assignment = Assignment(num_workers=6, files=tuple(itertools.combinations(range(6), 3)))
+    # Colluders 0 and 1 lie together only where honest 2 or 3 is their third: a tie.
+    lied = [{0, 1} <= set(ws) and bool({2, 3} & set(ws)) for ws in assignment.files]
+    replicas = [
+        replica(w, f, -honest_value(f) if lied[f] and w < 2 else honest_value(f))
+        for f, ws in enumerate(assignment.files)
+        for w in ws
+    ]
+    verdict = detect(assignment, replicas)
+    record = AgreementRecord.from_dict(stored(AgreementRecord.from_verdict(verdict)))
+    assert record.suspects == tuple(sorted(verdict.suspects)) and record.suspects
+    assert record.num_dropped == len(verdict.dropped) == len(record.dropped) > 0
+    for entry in record.dropped:
+        assert entry.holders == assignment.workers_of(entry.file)
+        assert {w for w, _ in entry.digests} == set(assignment.workers_of(entry.file))
+        assert entry.reason in {"disputed", "suspects_only"}

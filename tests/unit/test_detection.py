@@ -336,13 +336,19 @@ def test_competing_max_cliques_fall_back_to_per_file_majority() -> None:
     # Only the worker outside every maximum clique is flagged.
     assert verdict.flagged == {6}
     assert verdict.evidence[6].kind == "majority_minority"
+    # Workers 0 to 3 are each outside one of the tied groups: suspects.
+    assert verdict.suspects == {0, 1, 2, 3}
     # Two disagreeing replicas have no strict majority: those files are dropped.
     split = {assignment.files.index((a, d)) for a in (0, 1) for d in (2, 3)}
-    assert set(verdict.dropped) == split
-    # The flagged worker does not vote, so its partner's replica is accepted alone.
+    assert {f for f, d in verdict.drops.items() if d.reason == "disputed"} == split
+    # A file whose voters are all suspects may be the colluders' own: dropped too.
     for f, (a, b) in enumerate(assignment.files):
-        if b == 6:
-            assert verdict.accepted_from[f] == a
+        voters = {a, b} - {6}
+        if voters <= {0, 1, 2, 3} and f not in split:
+            assert verdict.drops[f].reason == "suspects_only"
+        elif f not in split:
+            # The flagged worker does not vote: its partner's replica is accepted alone.
+            assert verdict.accepted_from[f] in voters
     assert all(torch.equal(v, honest_value(f)) for f, v in verdict.accepted.items())
 
 
@@ -384,18 +390,43 @@ def test_a_tie_drops_every_disputed_file_by_default() -> None:
     assert verdict.rule == "unanimity" and verdict.num_max_cliques == 2
     assert verdict.flagged == frozenset()
     disputed = {assignment.files.index(t) for t in ((0, 1, 2), (0, 1, 3))}
-    assert set(verdict.dropped) == disputed
+    suspects_only = {assignment.files.index(t) for t in ((0, 2, 3), (1, 2, 3))}
+    assert verdict.suspects == {0, 1, 2, 3}
+    reasons = {f: d.reason for f, d in verdict.drops.items()}
+    assert reasons == dict.fromkeys(disputed, "disputed") | dict.fromkeys(
+        suspects_only, "suspects_only"
+    )
     assert all(torch.equal(v, honest_value(f)) for f, v in verdict.accepted.items())
     assert "tied largest" in verdict.explain(0)
 
 
-def test_a_tie_under_the_majority_rule_hands_colluders_the_files_they_outnumber() -> None:
+def test_a_tie_under_the_majority_rule_no_longer_hands_colluders_their_files() -> None:
+    # Colluders 0 and 1 outnumber honest 2 (or 3) on their two files, but every voter of
+    # those files is a suspect of the tie, so neither file is accepted.
     assignment, replicas = colluding_pair()
     verdict = detect(assignment, replicas, on_tie="majority")
     disputed = {assignment.files.index(t) for t in ((0, 1, 2), (0, 1, 3))}
-    assert verdict.dropped == ()
-    assert {verdict.accepted_from[f] for f in disputed} <= {0, 1}
-    assert not any(torch.equal(verdict.accepted[f], honest_value(f)) for f in disputed)
+    assert disputed <= set(verdict.dropped)
+    assert all(torch.equal(v, honest_value(f)) for f, v in verdict.accepted.items())
+
+
+def test_a_proven_liar_never_supplies_a_value_even_inside_the_unique_clique() -> None:
+    # Workers 0, 1, 2 share file 0 and send the same wrong value; everyone agrees elsewhere.
+    assignment = subsets(7, 3)
+    liars = frozenset({0, 1, 2})
+    file = assignment.files.index((0, 1, 2))
+    replicas = [
+        make_replica(w, f, wrong_value(f) if f == file else honest_value(f))
+        for f, workers in enumerate(assignment.files)
+        for w in workers
+    ]
+    assert detect(assignment, replicas).accepted_from[file] in liars
+    verdict = detect(assignment, replicas, distrusted=liars)
+    assert verdict.rule == "unique_clique" and verdict.flagged == frozenset()
+    assert verdict.drops[file].reason == "untrusted"
+    assert verdict.drops[file].holders == (0, 1, 2)
+    assert set(verdict.drops[file].digests) == {0, 1, 2}
+    assert all(verdict.accepted_from[f] not in liars for f in verdict.accepted)
 
 
 def test_unknown_tie_policy_is_refused() -> None:

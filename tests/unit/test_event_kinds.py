@@ -4,13 +4,14 @@ from phalanx.event_kinds import (
     FAULT_KINDS,
     FLAG_KINDS,
     REJECTION_KINDS,
+    ROUND_KINDS,
     EventKind,
     bans_on_confirm,
 )
 
 
 def test_every_kind_is_in_exactly_one_family() -> None:
-    families = [FLAG_KINDS, REJECTION_KINDS, FAULT_KINDS]
+    families = [FLAG_KINDS, REJECTION_KINDS, FAULT_KINDS, ROUND_KINDS]
     for kind in EventKind:
         assert sum(kind in family for family in families) == 1, kind
 
@@ -21,4 +22,6 @@ def test_flags_and_rejections_may_ban_but_faults_and_unknown_kinds_never_do() ->
     assert bans_on_confirm(EventKind.OVERFLOW)
     assert not bans_on_confirm(EventKind.WORKER_ERROR)
     assert not bans_on_confirm(EventKind.UNCHECKED_REPLY)
+    assert not bans_on_confirm(EventKind.TIED_GROUPS)
+    assert bans_on_confirm(EventKind.DISPUTES_ACROSS_ROUNDS)
     assert not bans_on_confirm("a_kind_from_a_newer_version")

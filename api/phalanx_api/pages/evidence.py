@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from phalanx.english_list import name_numbers
-from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS, EventKind
+from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS, ROUND_KINDS, EventKind
 
 #: Each known kind in a few words.
 KIND_HEADLINES: Mapping[str, str] = {
@@ -37,6 +37,7 @@ KIND_HEADLINES: Mapping[str, str] = {
     EventKind.OVERFLOW: "Sent an update so large that the aggregate overflowed",
     EventKind.WORKER_ERROR: "Failed to compute its update (a fault, not a lie)",
     EventKind.UNCHECKED_REPLY: "Sent a reply the coordinator could not check",
+    EventKind.TIED_GROUPS: "Largest agreeing groups tied: suspects named, disputed files left out",
 }
 
 #: What a reviewer should weigh, per kind.
@@ -67,6 +68,14 @@ KIND_ADVICE: Mapping[str, str] = {
         "were it honest, more workers would be lying than the run assumes at most. Its "
         "later replies are ignored. Colluders who lie only where they can win a file are "
         "caught this way; a tighter detection.max_adversaries catches them sooner."
+    ),
+    EventKind.TIED_GROUPS: (
+        "Colluders can disagree only with chosen honest workers, so that two groups of "
+        "agreeing workers are equally large and the round cannot tell which is honest. "
+        "Nobody was flagged for it and the disputed files were left out. The suspects "
+        "include the honest workers the colluders targeted; the evidence across rounds "
+        "(disputes_across_rounds) separates them as the rounds go on. Confirming this "
+        "notice bans nobody."
     ),
     EventKind.OVERFLOW: (
         "The update's norm is many orders of magnitude beyond any gradient step: with it, "
@@ -175,7 +184,7 @@ def headline(kind: str) -> str:
 
 def is_rejection(kind: str) -> bool:
     """Whether ``kind`` means a reply refused or never delivered rather than a flag."""
-    return kind not in FLAG_KINDS
+    return kind not in FLAG_KINDS and kind not in ROUND_KINDS
 
 
 def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Explanation:
@@ -240,6 +249,23 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
         facts.append(("Update norm", f"{norm:.3g}"))
     if median is not None:
         facts.append(("Median accepted norm", f"{median:.3g}"))
+    suspects = _integers(evidence.get("suspects"))
+    if suspects:
+        facts.append(("Suspects", name_numbers("worker", "workers", suspects)))
+    left_out = [
+        f
+        for f in (_integer(item.get("file")) for item in _dicts(evidence.get("left_out")))
+        if f is not None
+    ]
+    if left_out:
+        facts.append(("Files left out", name_numbers("file", "files", left_out)))
+    partners = [
+        w
+        for w in (_integer(item.get("worker")) for item in _dicts(evidence.get("partners")))
+        if w is not None
+    ]
+    if partners:
+        facts.append(("Disagreed with", name_numbers("worker", "workers", partners)))
     rounds = _integer(evidence.get("rounds"))
     if rounds is not None:
         facts.append(("Window", f"{rounds} round{'' if rounds == 1 else 's'}"))

@@ -14,6 +14,7 @@ from phalanx.store import Client, DetectionEvent, EventFilter, Round, Run, event
 from phalanx.store import dashboard as queries
 from phalanx_api.pages import charts
 from phalanx_api.pages.agreement import AgreementGraph, RoundEvent, agreement_graph
+from phalanx_api.pages.dropped import DroppedFiles, dropped_files
 from phalanx_api.pages.evidence import Explanation, explain
 from phalanx_api.pages.formatting import human_bytes, number, percent
 from phalanx_api.pages.listings import RunRow, run_rows
@@ -70,6 +71,8 @@ class RunPage:
         The latest round's agreement graph (``None`` before the first round).
     latest : tuple of FlaggedInRound
         The latest round's events.
+    dropped : DroppedFiles or None
+        The files the latest round left out, and why (``None`` when it left none out).
     simulation : tuple of Fact
         Detection scored against the true adversaries, for simulated attacks.
     """
@@ -86,6 +89,7 @@ class RunPage:
     graph: AgreementGraph | None
     latest: tuple[FlaggedInRound, ...]
     simulation: tuple[Fact, ...]
+    dropped: DroppedFiles | None = None
 
     @property
     def terminal(self) -> bool:
@@ -150,15 +154,18 @@ def run_page(session: Session, run_id: str) -> RunPage:
     flags = charts.flag_matrix(numbers, marks, rejections=rejections)
     graph: AgreementGraph | None = None
     latest: tuple[FlaggedInRound, ...] = ()
+    dropped: DroppedFiles | None = None
     if done:
         last = done[-1]
         page = events.list_events(
             session, EventFilter(run_id=run.id, round=last.number), limit=events.MAX_PAGE_SIZE
         )
         in_round = sorted(page.items, key=lambda e: (e.worker is None, e.worker or 0, e.id))
+        stored = rounds.get_agreement(session, run.id, last.number)
+        dropped = dropped_files(last.number, stored)
         graph = agreement_graph(
             last.number,
-            rounds.get_agreement(session, run.id, last.number),
+            stored,
             num_workers=integer(
                 last.assignment.get("num_workers"), default=_assigned(run, "num_workers")
             ),
@@ -187,6 +194,7 @@ def run_page(session: Session, run_id: str) -> RunPage:
         graph=graph,
         latest=latest,
         simulation=_simulation(run),
+        dropped=dropped,
     )
 
 

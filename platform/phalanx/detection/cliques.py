@@ -48,6 +48,11 @@ class MaximumCliques:
         """Workers that belong to at least one maximum clique."""
         return self.free.union(*(s for options in self.alternatives for s in options))
 
+    @property
+    def core(self) -> frozenset[int]:
+        """Workers that belong to every maximum clique."""
+        return self.free.union(*(frozenset.intersection(*options) for options in self.alternatives))
+
     def cliques(self, limit: int | None = None) -> tuple[frozenset[int], ...]:
         """List the maximum cliques themselves, at most ``limit`` of them."""
         combos = itertools.islice(itertools.product(*self.alternatives), limit)

@@ -28,6 +28,30 @@ from phalanx.detection.outliers import DEFAULT_OUTLIER_THRESHOLD, outlier_scores
 from phalanx.detection.ties import TiePolicy, majority_replica, unanimous_replica
 
 Rule = Literal["unique_clique", "majority", "unanimity", "outlier", "none"]
+DropReason = Literal["no_replica", "untrusted", "disputed", "suspects_only"]
+"""Why a file kept no value: nothing arrived; every replica came from a flagged or
+distrusted worker; its trusted replicas disagreed (maximum cliques tie); or every
+replica left came from a suspect of a tie (possibly a colluder's file)."""
+
+
+@dataclass(frozen=True)
+class DroppedFile:
+    """A file of the round that kept no value, and why.
+
+    Attributes
+    ----------
+    reason : DropReason
+        Why it kept none.
+    holders : tuple of int
+        The workers it was assigned to.
+    digests : dict of int to str
+        The digest of each replica that arrived, by worker.
+    """
+
+    reason: DropReason
+    holders: tuple[int, ...]
+    digests: Mapping[int, str]
+
 
 MAX_LISTED_CLIQUES = 64
 """`Verdict.max_cliques` lists at most this many maximum cliques (their number is a
@@ -68,6 +92,11 @@ class Verdict:
     conflicts : dict of (int, int) to tuple of int
         The edges of the conflict graph: each pair of workers ``(a, b)``, ``a < b``,
         whose replicas disagreed, with the files they disagreed on.
+    suspects : frozenset of int
+        When maximum cliques tie: the workers outside at least one of them but not
+        flagged (inside another). Empty when the clique is unique.
+    drops : dict of int to DroppedFile
+        Each file of `dropped`: why it has no accepted value, its holders, its replicas.
     """
 
     accepted: dict[int, Tensor]
@@ -81,6 +110,8 @@ class Verdict:
     num_max_cliques: int
     degrees: dict[int, int]
     conflicts: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
+    suspects: frozenset[int] = frozenset()
+    drops: dict[int, DroppedFile] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; accepted values appear by digest, not by content."""
@@ -126,6 +157,7 @@ def detect(
     outlier_threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
     f: int = 0,
     on_tie: TiePolicy = "drop_disputed",
+    distrusted: frozenset[int] = frozenset(),
 ) -> Verdict:
     """Decide which workers lie and which value each file keeps.
 
@@ -152,13 +184,20 @@ def detect(
         majority of its unflagged replicas (flagged replicas do not vote), and is
         dropped without one. Two colluders sharing a file with one honest worker
         win it.
+      In both cases a file whose unflagged replicas all come from *suspects* (workers
+      outside some maximum clique) keeps no value: with replicas from suspects alone
+      it may be a colluders' file that nobody honest checked.
     * No file with two or more replicas (r = 1, or only stragglers left): updates are
       scored with `outlier_scores` and workers with a score above ``outlier_threshold``
       are flagged with severity ``"low"``; disabled with ``outlier_threshold=None`` or
       when fewer than ``f + 3`` replicas arrived.
 
-    A file with a single replica is accepted when its worker is not flagged. Workers
-    that sent nothing are neither in the graph nor flagged.
+    A file with a single replica is accepted when its worker is neither flagged nor
+    distrusted, with the weight of any other file: its replica is unverified, which
+    only per-round relabelling and the evidence across rounds keep in check. Workers
+    that sent nothing are neither in the graph nor flagged. Distrusted workers (proven
+    liars, :mod:`phalanx.detection.disputes`) are compared and drawn like any other,
+    but never supply or vote for a file's value.
 
     Parameters
     ----------
@@ -176,6 +215,8 @@ def detect(
         Byzantine workers tolerated by the r = 1 outlier score.
     on_tie : {"drop_disputed", "majority"}
         What a file keeps when maximum cliques tie (see above).
+    distrusted : frozenset of int
+        Workers whose replicas never become or choose a file's value.
 
     Returns
     -------
@@ -187,7 +228,9 @@ def detect(
     by_file = group_by_file(assignment, replicas)
     replied = sorted({r.worker for r in replicas})
     if all(len(reps) == 1 for reps in by_file.values()):
-        return _detect_single_replicas(assignment, by_file, replied, outlier_threshold, f)
+        return _detect_single_replicas(
+            assignment, by_file, replied, outlier_threshold, f, distrusted
+        )
 
     comparisons = {
         file: compare_file(file, reps, mode=mode, tol=tol) for file, reps in sorted(by_file.items())
@@ -196,16 +239,25 @@ def detect(
     cliques = maximum_cliques(conflicts)
     trusted = cliques.union
     flagged = frozenset(replied) - trusted
+    suspects = trusted - cliques.core
     if cliques.is_unique:
         rule: Rule = "unique_clique"
         chosen = {
-            file: next((r for r in c.replicas if r.worker in trusted), None)
+            file: next(
+                (r for r in c.replicas if r.worker in trusted and r.worker not in distrusted),
+                None,
+            )
             for file, c in comparisons.items()
         }
     else:
         rule = "unanimity" if on_tie == "drop_disputed" else "majority"
         pick = unanimous_replica if on_tie == "drop_disputed" else majority_replica
-        chosen = {file: pick(c, flagged) for file, c in comparisons.items()}
+        chosen = {
+            file: None
+            if _suspects_only(c, flagged | distrusted, suspects)
+            else pick(c, flagged | distrusted)
+            for file, c in comparisons.items()
+        }
     accepted = {file: r for file, r in chosen.items() if r is not None}
     evidence = {
         w: _clique_evidence(
@@ -222,7 +274,52 @@ def detect(
         cliques,
         degrees={w: len(replied) - 1 - conflicts.degree(w) for w in replied},
         conflicts=_conflict_files(comparisons.values()),
+        suspects=suspects,
+        drops=_drop_reasons(assignment, comparisons, accepted, flagged | distrusted, suspects),
     )
+
+
+def _suspects_only(c: FileComparison, untrusted: frozenset[int], suspects: frozenset[int]) -> bool:
+    """Whether every replica of the file that may vote comes from a suspect of a tie."""
+    voters = [r.worker for r in c.replicas if r.worker not in untrusted]
+    return bool(voters) and all(w in suspects for w in voters)
+
+
+def _voters_agree(c: FileComparison, untrusted: frozenset[int]) -> bool:
+    """Whether the replicas of the file that may vote all agree."""
+    voters = [i for i, r in enumerate(c.replicas) if r.worker not in untrusted]
+    return all(bool(c.agree[voters[0], j]) for j in voters[1:])
+
+
+def _drop_reasons(
+    assignment: Assignment,
+    comparisons: Mapping[int, FileComparison],
+    accepted: Mapping[int, Replica],
+    untrusted: frozenset[int],
+    suspects: frozenset[int],
+) -> dict[int, DroppedFile]:
+    """Each file without an accepted value, and why it kept none."""
+    drops: dict[int, DroppedFile] = {}
+    for file in range(assignment.num_files):
+        if file in accepted:
+            continue
+        c = comparisons.get(file)
+        reason: DropReason
+        if c is None or not c.replicas:
+            reason = "no_replica"
+        elif all(r.worker in untrusted for r in c.replicas):
+            reason = "untrusted"
+        elif _suspects_only(c, untrusted, suspects) and _voters_agree(c, untrusted):
+            reason = "suspects_only"
+        else:
+            reason = "disputed"
+        replicas = c.replicas if c is not None else ()
+        drops[file] = DroppedFile(
+            reason=reason,
+            holders=tuple(assignment.workers_of(file)),
+            digests={r.worker: r.digest for r in replicas},
+        )
+    return drops
 
 
 def _conflict_files(
@@ -291,14 +388,18 @@ def _detect_single_replicas(
     replied: Sequence[int],
     outlier_threshold: float | None,
     f: int,
+    distrusted: frozenset[int],
 ) -> Verdict:
     """Detect when no file has two replicas: by outlier scores, or not at all."""
     reps = [rs[0] for _, rs in sorted(by_file.items())]
     cliques = maximum_cliques(conflict_graph(replied, ()))
     degrees = {w: len(replied) - 1 for w in replied}
     if outlier_threshold is None or len(reps) < f + 3:
-        accepted = {r.file: r for r in reps}
-        return _verdict(assignment, accepted, frozenset(), {}, "none", cliques, degrees)
+        accepted = {r.file: r for r in reps if r.worker not in distrusted}
+        drops = _single_drops(assignment, accepted, by_file)
+        return _verdict(
+            assignment, accepted, frozenset(), {}, "none", cliques, degrees, drops=drops
+        )
     scores = outlier_scores(torch.stack([r.value for r in reps]), f)
     outlying: dict[int, list[tuple[Replica, float]]] = {}
     for r, score in zip(reps, scores.tolist(), strict=True):
@@ -319,8 +420,11 @@ def _detect_single_replicas(
         for w, items in sorted(outlying.items())
     }
     flagged = frozenset(outlying)
-    accepted = {r.file: r for r in reps if r.worker not in flagged}
-    return _verdict(assignment, accepted, flagged, evidence, "outlier", cliques, degrees)
+    accepted = {r.file: r for r in reps if r.worker not in flagged | distrusted}
+    drops = _single_drops(assignment, accepted, by_file)
+    return _verdict(
+        assignment, accepted, flagged, evidence, "outlier", cliques, degrees, drops=drops
+    )
 
 
 def _verdict(
@@ -332,6 +436,8 @@ def _verdict(
     cliques: MaximumCliques,
     degrees: dict[int, int],
     conflicts: dict[tuple[int, int], tuple[int, ...]] | None = None,
+    suspects: frozenset[int] = frozenset(),
+    drops: dict[int, DroppedFile] | None = None,
 ) -> Verdict:
     # With nobody replying there is no graph, hence no clique to report.
     listed = cliques.cliques(MAX_LISTED_CLIQUES) if degrees else ()
@@ -348,4 +454,23 @@ def _verdict(
         num_max_cliques=count,
         degrees=degrees,
         conflicts=conflicts or {},
+        suspects=suspects,
+        drops=drops if drops is not None else _single_drops(assignment, accepted, by_file={}),
     )
+
+
+def _single_drops(
+    assignment: Assignment,
+    accepted: Mapping[int, Replica],
+    by_file: Mapping[int, Sequence[Replica]],
+) -> dict[int, DroppedFile]:
+    """List the dropped files when none has two replicas: none arrived, or untrusted."""
+    return {
+        f: DroppedFile(
+            reason="untrusted" if by_file.get(f) else "no_replica",
+            holders=tuple(assignment.workers_of(f)),
+            digests={r.worker: r.digest for r in by_file.get(f, ())},
+        )
+        for f in range(assignment.num_files)
+        if f not in accepted
+    }

@@ -79,6 +79,7 @@ class Severity(StrEnum):
     """How strongly a detection event points at misbehaviour."""
 
     HIGH = "high"
+    MEDIUM = "medium"
     LOW = "low"
 
 
