@@ -24,7 +24,8 @@ from phalanx.flower.deployment.supernode import (
     supernode_command,
 )
 from phalanx_cli.deploy import RootCertificates, SuperLinkAddress, exec_flower
-from phalanx_cli.output import Format, FormatOption, console, print_json, say
+from phalanx_cli.errors import FailedError, RefusedError
+from phalanx_cli.output import Format, FormatOption, console, print_json
 
 client_app = typer.Typer(
     help="This machine as a Phalanx client: its key pair, its registration, its SuperNode.",
@@ -51,8 +52,7 @@ def client_keygen(
     try:
         files = create_key_files(out, curve.value, overwrite=force)
     except FileExistsError as exc:
-        say(f"{exc.filename} exists; pass --force to overwrite it")
-        raise typer.Exit(1) from exc
+        raise RefusedError(f"{exc.filename} exists; pass --force to overwrite it") from exc
     console.print(f"private key {files.private_key} (mode 0600), public key {files.public_key}")
     sys.stdout.write(files.fingerprint + "\n")
 
@@ -80,8 +80,7 @@ def client_register(
     try:
         enrollment = register(api_url, private_key, name or socket.gethostname())
     except EnrollmentError as exc:
-        say(f"registration failed: {exc}")
-        raise typer.Exit(1) from exc
+        raise FailedError(f"registration failed: {exc}") from exc
     if output == Format.JSON:
         print_json({"id": enrollment.client_id, "status": enrollment.status})
         return

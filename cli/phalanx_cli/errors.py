@@ -46,6 +46,10 @@ class RefusedError(Exception):
     """A command's input refused before anything started: a bad config, bad or missing data."""
 
 
+class FailedError(Exception):
+    """A command that failed for a reason its message states in full (exit 1)."""
+
+
 def validation_summary(exc: ValidationError) -> str:
     """Return pydantic's errors as one line: ``field.path: message; ...``.
 
@@ -63,10 +67,10 @@ def validation_summary(exc: ValidationError) -> str:
 def cause(exc: BaseException) -> str:
     """Return the cause of ``exc`` as one line.
 
-    The message of a :class:`RefusedError` stands alone; a module of the server
-    extra that is not installed is named with the fix; other exceptions are named
-    by their type, then the first line of their message (the rest of a
-    database error, for instance, is its SQL).
+    The message of a :class:`RefusedError` or :class:`FailedError` stands alone; a
+    module of the server extra that is not installed is named with the fix; other
+    exceptions are named by their type, then the first line of their message (the
+    rest of a database error, for instance, is its SQL).
     """
     if isinstance(exc, ValidationError):
         return f"invalid config: {validation_summary(exc)}"
@@ -78,8 +82,8 @@ def cause(exc: BaseException) -> str:
         )
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     message = lines[0] if lines else ""
-    if isinstance(exc, RefusedError):
-        return message or "refused"
+    if isinstance(exc, RefusedError | FailedError):
+        return message or "failed"
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 

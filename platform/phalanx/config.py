@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -22,6 +21,7 @@ from phalanx.attack_plugins import installed_attacks, is_reference
 from phalanx.breakdown import Rule, min_inputs, rule_inputs
 from phalanx.codec.config import CODEC_ONLY, CodecConfig
 from phalanx.data_checks import MAX_CLASSES
+from phalanx.strict_numbers import NumbersNotBooleans
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
 PreRule = Literal["nnm", "bucketing"]
@@ -43,7 +43,7 @@ DATASET_NAMES = ("fashion-mnist", "digits")
 """The built-in datasets; others are named ``idx:DIR`` or ``npz:PATH``."""
 
 
-class _Section(BaseModel):
+class _Section(NumbersNotBooleans):
     # TOML spells inf and nan; a run config never holds them (JSON would carry them as null).
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -192,7 +192,9 @@ class AggregationConfig(_Section):
     """
 
     rule: Rule = "mean"
-    f: int = Field(default=0, ge=0, description="Byzantine inputs the rule must tolerate.")
+    f: int = Field(
+        default=0, ge=0, le=MAX_NUM_FILES, description="Byzantine inputs the rule must tolerate."
+    )
     pre: PreRule | None = None
     options: dict[str, float | int] = Field(
         default_factory=dict, description="Keyword options of the rule."

@@ -71,6 +71,11 @@ OUTSIDE_DATASETS_DIR = (
 )
 """The one answer to a path outside the datasets directory, whether it exists or not."""
 
+NPZ_NOT_THE_DIRECTORY = (
+    "npz: must name a file inside the datasets directory, not the directory itself"
+)
+"""Refusal of ``npz:.`` (or any path that resolves to the datasets directory itself)."""
+
 _IDX_DTYPES: dict[int, np.dtype[np.generic]] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
@@ -220,7 +225,10 @@ def confined_dataset(name: str, directory: Path) -> str:
     inside = _resolved_inside(base / given, base)
     if inside is None:
         raise DatasetOutsideError(OUTSIDE_DATASETS_DIR)
-    return prefix + inside.relative_to(base.resolve()).as_posix()
+    relative = inside.relative_to(base.resolve())
+    if prefix == "npz:" and relative == Path():
+        raise DatasetOutsideError(NPZ_NOT_THE_DIRECTORY)
+    return prefix + relative.as_posix()
 
 
 def read_split(name: str, split: Split, root: Path | None = None) -> RawSplit:

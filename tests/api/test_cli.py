@@ -24,6 +24,7 @@ from phalanx.store import keys, make_engine, session_factory
 from phalanx_api.settings import get_api_settings
 from phalanx_cli.client import client_app
 from phalanx_cli.keys import keys_app
+from phalanx_cli.main import app
 from tests.api.factories import bearer
 
 runner = CliRunner()
@@ -99,15 +100,16 @@ def test_client_keygen_writes_an_owner_only_key_and_a_pub_file(tmp_path: Path) -
     assert out.stat().st_mode & 0o777 == 0o600
     public = identity.load_public_key((tmp_path / "client_key.pub").read_text())
     assert result.stdout.strip() == identity.public_key_fingerprint(public)
-    again = runner.invoke(client_app, ["keygen", "--out", str(out)])
-    assert again.exit_code == 1  # never overwrite an identity without --force
+    again = runner.invoke(app, ["client", "keygen", "--out", str(out)])
+    assert again.exit_code == 2  # never overwrite an identity without --force
+    assert again.stderr == f"error: {out} exists; pass --force to overwrite it\n"
 
 
 def test_client_keygen_writes_nothing_when_only_the_public_half_exists(tmp_path: Path) -> None:
     out = tmp_path / "client_key"
     (tmp_path / "client_key.pub").write_text("someone else's key\n")
-    result = runner.invoke(client_app, ["keygen", "--out", str(out)])
-    assert result.exit_code == 1 and "client_key.pub exists" in result.stderr
+    result = runner.invoke(app, ["client", "keygen", "--out", str(out)])
+    assert result.exit_code == 2 and "client_key.pub exists" in result.stderr
     assert not out.exists()  # never a private key whose public half is another's
 
 
@@ -189,17 +191,18 @@ def test_client_register_against_a_served_api(served: str, tmp_path: Path) -> No
     assert approved.json()["name"] == "edge-7"
     assert approved.json()["status"] == "approved"
 
-    twice = runner.invoke(client_app, ["register", "--api", served, "--key", str(key_path)])
+    twice = runner.invoke(app, ["client", "register", "--api", served, "--key", str(key_path)])
     assert twice.exit_code == 1
-    assert "409" in twice.output
+    assert twice.stderr.startswith("error: registration failed:") and "409" in twice.stderr
 
 
 def test_client_register_reports_an_unreachable_api(tmp_path: Path) -> None:
     key_path = tmp_path / "client_key"
     runner.invoke(client_app, ["keygen", "--out", str(key_path)])
     result = runner.invoke(
-        client_app,
-        ["register", "--api", f"http://127.0.0.1:{_free_port()}", "--key", str(key_path)],
+        app,
+        ["client", "register", "--api", f"http://127.0.0.1:{_free_port()}", "--key", str(key_path)],
     )
     assert result.exit_code == 1
-    assert "cannot reach" in result.output
+    assert result.stderr.startswith("error: registration failed:")
+    assert "cannot reach" in result.stderr and len(result.stderr.splitlines()) == 1

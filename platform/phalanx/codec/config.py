@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
+
+from phalanx.strict_numbers import NumbersNotBooleans
 
 from .predictors import Predictor
 
@@ -13,7 +15,7 @@ StepSize = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 """A uniform quantizer step, in multiples of the layer residual's RMS: finite and positive."""
 
 
-class CodecConfig(BaseModel):
+class CodecConfig(NumbersNotBooleans):
     """What the encoder may choose from, and how it trades rate for distortion.
 
     Encoder and decoder must use equal configs (the decoder refuses payloads
