@@ -113,6 +113,8 @@ class Behaviour:
                 num_workers=config.assignment.num_workers,
                 num_byzantine=len(self.red_team.adversaries),
                 seed=config.seed,
+                holders=assignment.workers_of(f),
+                fellows=self.red_team.adversaries & set(assignment.workers_of(f)),
             )
             out[f] = attack(honest[f], ctx)
         return out

@@ -9,6 +9,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+#: Separates the run-wide stream from every ``(round, file)`` stream of `generator`.
+_RUN_STREAM = 2**32 - 1
+
 
 @dataclass(frozen=True, eq=False)
 class AttackContext:
@@ -32,7 +35,14 @@ class AttackContext:
         or ``None`` when the adversary knows only its own update.
     seed : int
         Run-level seed, ``>= 0``; with ``round`` and ``file`` it seeds
-        :meth:`generator`.
+        :meth:`generator`, alone :meth:`run_generator`.
+    holders : tuple of int
+        The workers the file was given to this round, ``worker`` among them (empty
+        when unknown). The threat model is omniscient: adversaries know the
+        assignment.
+    fellows : frozenset of int
+        The holders that are adversaries, ``worker`` included: who will send the
+        same forged value (empty when ``holders`` is).
     """
 
     round: int
@@ -42,6 +52,8 @@ class AttackContext:
     num_byzantine: int
     honest_updates: Tensor | None = None
     seed: int = 0
+    holders: tuple[int, ...] = ()
+    fellows: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if min(self.round, self.file, self.seed) < 0:
@@ -54,6 +66,12 @@ class AttackContext:
             raise ValueError(
                 f"num_byzantine must be in 0..{self.num_workers}, got {self.num_byzantine}"
             )
+        if self.holders and self.worker not in self.holders:
+            raise ValueError(f"worker {self.worker} is not among the holders {self.holders}")
+        if not self.fellows <= set(self.holders) or (
+            self.holders and self.worker not in self.fellows
+        ):
+            raise ValueError("fellows must be holders, the worker among them")
         if self.honest_updates is not None and self.honest_updates.dim() != 2:
             raise ValueError(
                 "honest_updates must be a (m, d) stack, "
@@ -71,6 +89,22 @@ class AttackContext:
         gen = torch.Generator()
         gen.manual_seed(int(state[0]))
         return gen
+
+    def run_generator(self) -> torch.Generator:
+        """Return a fresh generator seeded from the run's seed alone.
+
+        Its numbers are the same in every round, for every file and every colluder:
+        a direction drawn from it stays fixed for the whole run.
+        """
+        state = np.random.SeedSequence([self.seed, _RUN_STREAM]).generate_state(1, np.uint64)
+        gen = torch.Generator()
+        gen.manual_seed(int(state[0]))
+        return gen
+
+    @property
+    def majority(self) -> bool:
+        """Whether the adversaries hold a strict majority of the file's replicas."""
+        return 2 * len(self.fellows) > len(self.holders) > 0
 
 
 @runtime_checkable
