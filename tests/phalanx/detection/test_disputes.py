@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from phalanx.attacks import distortion_plan
 from phalanx.config import RunConfig
-from phalanx.detection.disputes import DisputeRecord, proven_liars
+from phalanx.detection import Replica, detect, payload_digest
+from phalanx.detection.disputes import DisputeRecord, LiarsAcrossRounds, proven_liars
 from phalanx.plan import adversaries, base_assignment, round_assignment
 
 
@@ -122,3 +124,27 @@ def test_colluders_meet_many_partners_while_their_targets_meet_only_them() -> No
         record.add_round(t, pairs)
     for w in set(itertools.chain.from_iterable(record.rounds)) - liars:
         assert set(record.partners(w)) <= liars
+
+
+def test_honest_workers_whose_replicas_differ_by_noise_under_the_tolerance_are_never_proven() -> (
+    None
+):
+    config = RunConfig.model_validate(
+        {"seed": 4, "assignment": {"scheme": "bibd", "num_workers": 15, "r": 3, "relabel": True}}
+    )
+    base, tol = base_assignment(config), 1e-3
+    across = LiarsAcrossRounds(bound=1)
+    for t in range(1, 31):
+        assignment = round_assignment(config, t, base)
+        g = torch.Generator().manual_seed(t)
+        replicas = []
+        for f, workers in enumerate(assignment.files):
+            value = torch.randn(64, generator=g)
+            for w in workers:
+                # Heavy honest noise: each replica off by up to 0.45 tol, so two differ < tol.
+                noise = torch.randn(64, generator=g)
+                noisy = value + 0.45 * tol * value.norm() * noise / noise.norm()
+                replicas.append(Replica(w, f, noisy, payload_digest(noisy.numpy().tobytes())))
+        verdict = detect(assignment, replicas, mode="tolerance", tol=tol)
+        assert verdict.conflicts == {}
+        assert across.observe(t, verdict.conflicts) == {}
