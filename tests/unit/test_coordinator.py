@@ -477,28 +477,27 @@ def test_colluders_who_tie_every_round_are_proven_across_rounds_even_after_a_res
     config = colluders_config()
     straight = run(config)
     truth = adversaries(config)
-    # No round flags them on its own: the largest agreeing groups tie.
-    rules = {r.agreement.rule for r in straight.reports if r.agreement is not None}
-    assert rules == {"unanimity"}
-    # Each tie is a notice naming its suspects (the colluders among them) and its drops.
-    for report in straight.reports:
-        (tie,) = [e for e in report.events if e.kind == EventKind.TIED_GROUPS]
-        assert (tie.worker, tie.severity) == (None, "medium")
-        assert truth <= set(tie.evidence["suspects"]) | set(report.flagged)
-        assert {d["file"] for d in tie.evidence["left_out"]} <= set(report.dropped_files)
-        assert report.agreement is not None
-        assert report.agreement.num_dropped == len(report.dropped_files)
     assert set(proven(straight)) == truth
     assert all(set(r.flagged) <= truth for r in straight.reports)
     assert summarize(config, RUN_ID, straight.reports).recall == 1.0
-
-    # Once proven, a colluder's replicas never supply a file's value.
     for report in straight.reports:
-        late = {w for w, t in proven(straight).items() if t < report.round}
-        assert report.agreement is not None
-        for entry in report.agreement.dropped:
-            if set(entry.holders) <= late:
-                assert entry.reason == "untrusted"
+        record = report.agreement
+        assert record is not None and record.num_dropped == len(report.dropped_files)
+        before = {w for w, t in proven(straight).items() if t < report.round}
+        if before != truth:
+            # Until they are proven, no round flags them on its own: the largest groups
+            # tie, and each tie is a notice naming its suspects and what it left out.
+            assert record.rule == "unanimity"
+            (tie,) = [e for e in report.events if e.kind == EventKind.TIED_GROUPS]
+            assert (tie.worker, tie.severity) == (None, "medium")
+            assert truth <= set(tie.evidence["suspects"]) | set(report.flagged)
+            assert {d["file"] for d in tie.evidence["left_out"]} <= set(report.dropped_files)
+        else:
+            # Once proven, their disagreements count against nobody: no tie, no suspect,
+            # they alone are outside the one largest group, and never supply a value.
+            assert record.rule == "unique_clique" and set(report.flagged) == truth
+            assert not [e for e in report.events if e.kind == EventKind.TIED_GROUPS]
+            assert all(set(d.holders) <= truth for d in record.dropped)
 
     first, resumed = run_interrupted(config, stop_after=1)
     assert proven(first) | proven(resumed) == proven(straight)

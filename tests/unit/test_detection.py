@@ -422,7 +422,7 @@ def test_a_proven_liar_never_supplies_a_value_even_inside_the_unique_clique() ->
     ]
     assert detect(assignment, replicas).accepted_from[file] in liars
     verdict = detect(assignment, replicas, distrusted=liars)
-    assert verdict.rule == "unique_clique" and verdict.flagged == frozenset()
+    assert verdict.rule == "unique_clique" and verdict.flagged == liars
     assert verdict.drops[file].reason == "untrusted"
     assert verdict.drops[file].holders == (0, 1, 2)
     assert set(verdict.drops[file].digests) == {0, 1, 2}
@@ -649,3 +649,23 @@ def test_the_verdict_lists_each_conflict_with_the_files_it_was_on() -> None:
     assert verdict.conflicts == {(0, 2): (1,), (1, 2): (1,)}
     assert verdict.flagged == {2}
     assert detect(assignment, honest_replicas(assignment)).conflicts == {}
+
+
+def test_once_two_colluders_are_proven_the_honest_worker_they_outvoted_is_no_outsider() -> None:
+    # Colluders 0 and 1 share file (0, 1, 2) with honest 2 and outvote it; everyone else
+    # agrees, so the largest agreeing group is everyone but 2, and the round flags 2.
+    assignment = subsets(7, 3)
+    file = assignment.files.index((0, 1, 2))
+    replicas = [
+        make_replica(w, f, wrong_value(f) if f == file and w < 2 else honest_value(f))
+        for f, workers in enumerate(assignment.files)
+        for w in workers
+    ]
+    alone = detect(assignment, replicas)
+    assert alone.flagged == {2} and alone.accepted_from[file] in (0, 1)
+    proven = detect(assignment, replicas, distrusted=frozenset({0, 1}))
+    assert proven.flagged == {0, 1} and proven.suspects == frozenset()
+    assert proven.accepted_from[file] == 2
+    assert torch.equal(proven.accepted[file], honest_value(file))
+    # Their disagreements are still on the record.
+    assert proven.conflicts == alone.conflicts

@@ -196,8 +196,10 @@ def detect(
     distrusted, with the weight of any other file: its replica is unverified, which
     only per-round relabelling and the evidence across rounds keep in check. Workers
     that sent nothing are neither in the graph nor flagged. Distrusted workers (proven
-    liars, :mod:`phalanx.detection.disputes`) are compared and drawn like any other,
-    but never supply or vote for a file's value.
+    liars, :mod:`phalanx.detection.disputes`) are compared and recorded like any other,
+    but the largest agreeing groups are sought without them (their disagreements no
+    longer make an honest worker an outsider or a suspect), so each one that replied
+    is flagged as outside them, and they never supply or vote for a file's value.
 
     Parameters
     ----------
@@ -235,8 +237,10 @@ def detect(
     comparisons = {
         file: compare_file(file, reps, mode=mode, tol=tol) for file, reps in sorted(by_file.items())
     }
-    conflicts = conflict_graph(replied, comparisons.values())
-    cliques = maximum_cliques(conflicts)
+    everyone = conflict_graph(replied, comparisons.values())
+    # A proven liar's disagreements no longer count against anyone: the groups are
+    # sought among the others, and a proven liar that replied is outside all of them.
+    cliques = maximum_cliques(everyone.subgraph(w for w in replied if w not in distrusted))
     trusted = cliques.union
     flagged = frozenset(replied) - trusted
     suspects = trusted - cliques.core
@@ -261,7 +265,7 @@ def detect(
     accepted = {file: r for file, r in chosen.items() if r is not None}
     evidence = {
         w: _clique_evidence(
-            w, conflicts, comparisons, accepted, trusted, rule, cliques.count, mode, tol
+            w, everyone, comparisons, accepted, trusted, rule, cliques.count, mode, tol
         )
         for w in sorted(flagged)
     }
@@ -272,7 +276,7 @@ def detect(
         evidence,
         rule,
         cliques,
-        degrees={w: len(replied) - 1 - conflicts.degree(w) for w in replied},
+        degrees={w: len(replied) - 1 - everyone.degree(w) for w in replied},
         conflicts=_conflict_files(comparisons.values()),
         suspects=suspects,
         drops=_drop_reasons(assignment, comparisons, accepted, flagged | distrusted, suspects),
