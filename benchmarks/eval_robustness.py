@@ -32,7 +32,17 @@ for longer (``--long-rounds``, 80 by default): at 20 rounds every model is still
 far from trained, and an attack that only slows training shows little there.
 ``--long-only`` runs just those and merges them into the existing results.
 
-Writes ``benchmarks/results/robustness.json`` and ``robustness.md``
+The colluders' rows (issue 17, ``benchmarks/lib/colluders_*.py``) run the
+colluding strategies ``only_majorities`` and ``fixed_disagreement`` with
+relabelling on, on ``mols``, ``subsets`` and ``bibd`` (K = 15, r = 3), q = 1..5,
+3 seeds, each at the default bound of the proof across rounds and at
+``detection.max_adversaries = 5``, and judge them by the rounds until every
+adversary is flagged and the distorted fraction after round 10. ``--colluders``
+runs only those and merges them into the existing results; ``--quick`` runs a
+tiny version of both.
+
+Writes ``benchmarks/results/robustness.json`` (the grid's rows, then the
+colluders' rows, marked ``"table": "colluders"``) and ``robustness.md``
 (``robustness_quick.*`` with ``--quick``).
 """
 
@@ -42,12 +52,33 @@ import argparse
 import dataclasses
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from benchmarks.lib.colluders_grid import (
+    COLLUDER_DEFENCES,
+    DEADLINE,
+    QUICK_DEADLINE,
+    QUICK_ROUNDS,
+    colluder_grid,
+    quick_grid,
+)
+from benchmarks.lib.colluders_grid import QS as COLLUDER_QS
+from benchmarks.lib.colluders_markdown import (
+    TITLE,
+    colluder_notes,
+    colluders_section,
+    log_colluder_row,
+)
+from benchmarks.lib.colluders_runs import (
+    ColluderRow,
+    join_rows,
+    merge_colluders,
+    run_colluders,
+    split_rows,
+)
 from benchmarks.lib.results import (
     RESULTS,
     machine,
@@ -72,6 +103,16 @@ from benchmarks.lib.robustness_grid import (
 )
 from benchmarks.lib.robustness_markdown import describe, log_row, markdown
 from benchmarks.lib.robustness_runs import Row, grid_rounds, merge, run_case, run_grid
+
+
+def stored_minutes(rows: list[Row], jobs: int) -> float:
+    """Wall time of stored grid rows: not stored, the runs' own times give it back.
+
+    Give or take start-up: in-process runs shared ``jobs`` processes, Flower's ran alone.
+    """
+    local_seconds = sum(r.seconds for r in rows if r.transport == IN_PROCESS)
+    flower_seconds = sum(r.seconds for r in rows if r.transport == FLOWER)
+    return (local_seconds / jobs + flower_seconds) / 60
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only", action="store_true", help="rewrite robustness.md from robustness.json"
     )
+    parser.add_argument(
+        "--colluders",
+        action="store_true",
+        help="run only the colluders' rows and merge them into robustness.json",
+    )
+    parser.add_argument(
+        "--flag-within",
+        type=int,
+        default=None,
+        help="colluders: rounds within which every adversary should be flagged, and after "
+        f"which distortion is counted (default {DEADLINE}; {QUICK_DEADLINE} with --quick)",
+    )
     args = parser.parse_args(argv)
 
     settings = Settings(
@@ -127,17 +180,31 @@ def main(argv: list[str] | None = None) -> int:
     long_rounds = args.long_rounds if args.long_rounds is not None else (0 if args.quick else 80)
     longer = long_runs(cases, [settings.seed, *seeds], long_rounds) if long_rounds else []
     cases += goal_replicas(cases, seeds)
+    after = args.flag_within or (QUICK_DEADLINE if args.quick else DEADLINE)
+    if args.quick:
+        colluder_cases = quick_grid(settings.seed, args.rounds or QUICK_ROUNDS)
+    else:
+        chosen = [d for d in COLLUDER_DEFENCES if wanted is None or d.scheme in wanted]
+        colluder_cases = colluder_grid(
+            chosen, COLLUDER_QS, [settings.seed, *seeds], args.rounds or 20
+        )
     results = report_path(args.out, "robustness", ".json", quick=args.quick)
+    colluders: list[ColluderRow] = []
     if args.report_only or args.long_only:
-        rows = [Row(**r) for r in read_json(results)]
+        rows, colluders = split_rows(read_json(results))
         if args.long_only:
             rows = merge(rows, run_grid(longer, settings, args.jobs, log_row))
-            write_json(results, [asdict(r) for r in rows])
-        # Wall time is not stored; the runs' own times give it back, give or take start-up.
-        local_seconds = sum(r.seconds for r in rows if r.transport == IN_PROCESS)
-        flower_seconds = sum(r.seconds for r in rows if r.transport == FLOWER)
-        minutes = (local_seconds / args.jobs + flower_seconds) / 60
-        settings = dataclasses.replace(settings, rounds=grid_rounds(rows))
+            write_json(results, join_rows(rows, colluders))
+        minutes = stored_minutes(rows, args.jobs)
+        colluder_minutes = sum(r.seconds for r in colluders) / args.jobs / 60
+    elif args.colluders:
+        rows, colluders = split_rows(read_json(results)) if results.exists() else ([], [])
+        started = time.perf_counter()
+        fresh = run_colluders(colluder_cases, settings, after, args.jobs, log_colluder_row)
+        colluders = merge_colluders(colluders, fresh)
+        colluder_minutes = (time.perf_counter() - started) / 60
+        minutes = stored_minutes(rows, args.jobs)
+        write_json(results, join_rows(rows, colluders))
     else:
         started = time.perf_counter()
         rows = run_grid([*cases, *longer], settings, args.jobs, log_row)
@@ -145,19 +212,36 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_case(case, settings, FLOWER))
             log_row(rows[-1])
         minutes = (time.perf_counter() - started) / 60
-        write_json(results, [asdict(r) for r in rows])
-    notes = describe(
-        settings,
-        rows,
-        args.jobs,
-        minutes,
-        args.quick,
-        host=machine(),
-        torch_version=version("torch"),
-    )
-    write_markdown(
-        report_path(args.out, "robustness", ".md", quick=args.quick), markdown(rows, notes)
-    )
+        started = time.perf_counter()
+        colluders = run_colluders(colluder_cases, settings, after, args.jobs, log_colluder_row)
+        colluder_minutes = (time.perf_counter() - started) / 60
+        write_json(results, join_rows(rows, colluders))
+    host, torch_version = machine(), version("torch")
+    text = f"{TITLE}\n"
+    if rows:
+        if args.report_only or args.long_only or args.colluders:
+            settings = dataclasses.replace(settings, rounds=grid_rounds(rows))
+        notes = describe(
+            settings,
+            rows,
+            args.jobs,
+            minutes,
+            args.quick,
+            host=host,
+            torch_version=torch_version,
+        )
+        text = markdown(rows, notes)
+    if colluders:
+        notes = colluder_notes(
+            colluders,
+            args.jobs,
+            colluder_minutes,
+            args.quick,
+            host=host,
+            torch_version=torch_version,
+        )
+        text += "\n" + colluders_section(colluders, notes)
+    write_markdown(report_path(args.out, "robustness", ".md", quick=args.quick), text)
     return 0
 
 
