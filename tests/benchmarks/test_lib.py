@@ -21,7 +21,7 @@ from benchmarks.lib import (
 from benchmarks.lib.round_timing import timed
 from phalanx import plan
 from phalanx.config import load_run_config
-from tests.reports import round_report
+from tests.support.reports import round_report
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 

@@ -25,8 +25,8 @@ from phalanx.runs import execute_run
 from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
-from tests.configs import small_config
-from tests.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, TOUCH_ON_INIT, PluginFiles
+from tests.support.configs import small_config
+from tests.support.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, TOUCH_ON_INIT, PluginFiles
 
 Allow = Callable[..., None]
 

@@ -16,8 +16,8 @@ from phalanx.runs import build_coordinator, execute_run
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.replica import ModelReplica
 from phalanx_clients.worker import Worker
-from tests.configs import small_config
-from tests.unit.codec.codec_builders import SPEC, correlated_rounds, gradient_like
+from tests.support.codec_builders import SPEC, correlated_rounds, gradient_like
+from tests.support.configs import small_config
 
 RUN_ID = "codec-channel-under-test"
 LAYOUT = layer_layout(SPEC)

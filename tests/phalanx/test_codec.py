@@ -16,7 +16,7 @@ from phalanx.codec import (
 from phalanx.codec.layers import layer_layout
 from phalanx.codec.ratedistortion import residual
 from phalanx.codec.varints import encode_varint
-from tests.unit.codec.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
+from tests.support.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
 
 SEEDS = (11, 3, 5)
 

@@ -16,7 +16,7 @@ from phalanx.codec import CodecConfig, Predictor
 from phalanx.codec.config import CODEC_ONLY
 from phalanx.config import ATTACK_NAMES, PreRule, Rule, RunConfig, load_run_config
 from phalanx_cli.main import app
-from tests.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, PluginFiles
+from tests.support.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, PluginFiles
 
 ROOT = Path(__file__).resolve().parents[2]
 Allow = Callable[..., None]

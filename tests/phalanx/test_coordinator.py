@@ -18,7 +18,7 @@ from phalanx.runs import build_coordinator, execute_run, summarize
 from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport, Tamper
 from phalanx_clients.worker import Worker
-from tests.configs import small_config
+from tests.support.configs import small_config
 
 RUN_ID = "run-under-test"
 

@@ -9,7 +9,7 @@ import pytest
 
 from phalanx.data_checks import DataError
 from phalanx.preflight import check_run_data, round_batch_size
-from tests.configs import small_config
+from tests.support.configs import small_config
 
 
 def _archive(path: Path, *, n_train: int, side: int = 8) -> str:

@@ -23,8 +23,8 @@ from phalanx_api.errors import BadRequestError
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
 from phalanx_api.transactions import writing
-from tests.api.factories import Keys, TestClient, make_keys
-from tests.integration.conftest import WriteLock
+from tests.support.factories import Keys, TestClient, make_keys
+from tests.support.write_lock import WriteLock
 
 
 class KeepingError(BadRequestError):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from phalanx_api.settings import ApiSettings
-from tests.api.factories import FakeClock, Keys, TestClient, limited_app
+from tests.support.factories import FakeClock, Keys, TestClient, limited_app
 
 HTML = {"Accept": "text/html"}
 

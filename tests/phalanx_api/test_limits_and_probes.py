@@ -10,8 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.store.migrate import downgrade, upgrade
 from phalanx_api.main import create_app
-from tests.api.conftest import settings_for
-from tests.api.factories import Keys, TestClient, seed_run_with_events
+from tests.support.factories import Keys, TestClient, seed_run_with_events, settings_for
 
 
 def test_a_declared_oversized_body_is_413_before_anything_runs(

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from phalanx_api.ratelimit import Bucket, RateLimiter, address_key, refill, retry_after, wait_s
-from tests.api.factories import FakeClock
+from tests.support.factories import FakeClock
 
 
 def test_a_bucket_refills_at_its_rate_up_to_its_capacity() -> None:

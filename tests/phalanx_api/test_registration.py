@@ -14,7 +14,7 @@ from phalanx_api.paths import API_PREFIX
 from phalanx_api.settings import ApiSettings
 from phalanx_clients.enrollment import API_PREFIX as CLIENTS_API_PREFIX
 from phalanx_clients.enrollment import register as enroll
-from tests.api.factories import (
+from tests.support.factories import (
     FakeClock,
     Keys,
     TestClient,

@@ -16,7 +16,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.store import ClientStatus, Role, keys
 from phalanx_api.auth import role_allows
-from tests.api.factories import (
+from tests.support.configs import small_config
+from tests.support.factories import (
     CALLERS,
     Keys,
     TestClient,
@@ -24,7 +25,6 @@ from tests.api.factories import (
     seed_run,
     seed_run_with_events,
 )
-from tests.configs import small_config
 
 Sessions = sessionmaker[Session]
 

@@ -29,7 +29,7 @@ from schemathesis.specs.openapi.checks import (
 
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
-from tests.api.factories import Keys
+from tests.support.factories import Keys
 
 CHECKS = [
     not_a_server_error,

@@ -10,9 +10,8 @@ import pytest
 
 from phalanx.data_files import OUTSIDE_DATASETS_DIR
 from phalanx_api.settings import ApiSettings
-from tests.api.conftest import settings_for
-from tests.api.factories import Keys, TestClient
-from tests.configs import small_config
+from tests.support.configs import small_config
+from tests.support.factories import Keys, TestClient, settings_for
 
 RUNS = "/api/v1/runs"
 

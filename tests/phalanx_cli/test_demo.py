@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from phalanx_cli.demo import queue_through_api
-from tests.configs import small_config
+from tests.support.configs import small_config
 
 
 class FakeApi:

@@ -24,7 +24,7 @@ from phalanx.store import keys, make_engine, session_factory
 from phalanx_api.settings import get_api_settings
 from phalanx_cli.client import client_app
 from phalanx_cli.keys import keys_app
-from tests.api.factories import bearer
+from tests.support.factories import bearer
 
 runner = CliRunner()
 

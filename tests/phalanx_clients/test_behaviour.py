@@ -14,7 +14,7 @@ from phalanx.plan import round_assignment
 from phalanx.replies import Task
 from phalanx_clients.behaviour import byzantine_behaviour
 from phalanx_clients.worker import Worker
-from tests.deployment.conftest import deployment_config
+from tests.support.deployment import deployment_config
 
 
 def test_a_byzantine_client_changes_every_file_and_an_honest_one_none() -> None:

@@ -1,6 +1,6 @@
 """Builders shared by the codec tests: a small model, gradient-like updates, histories.
 
-Imported as ``tests.unit.codec.codec_builders`` (pytest runs with ``pythonpath = ["."]``).
+Imported as ``tests.support.codec_builders`` (pytest runs with ``pythonpath = ["."]``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real objects for the API tests: keys, registered clients, runs with rounds and events."""
+"""Real objects for the API tests: settings, keys, clients, runs with rounds and events."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import uuid
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -41,6 +42,28 @@ __all__ = ["TestClient"]
 GARBAGE_SECRET = "phx_" + "A" * 43
 #: Who calls, in the authorization matrix.
 CALLERS = ("none", "garbage", "revoked", "viewer", "operator", "admin")
+
+
+def settings_for(url: str, data_dir: Path, **overrides: object) -> ApiSettings:
+    """Settings of a test app: the given database, a temp data dir, fixed policies."""
+    values: dict[str, object] = {
+        "database_url": url,
+        "data_dir": data_dir,
+        "secret_key": "test-secret-key",
+        "auto_approve_clients": False,
+        "ban_on_confirm": True,
+        "max_body_bytes": 64 * 1024,
+        "challenge_ttl_s": 600,
+        "session_max_age_s": 3600,
+        "cookie_secure": False,
+        # Every request of a test client comes from one address; the limits' own tests
+        # set them low.
+        "registration_per_minute": 100_000,
+        "max_pending_clients": 100_000,
+        "login_per_minute": 100_000,
+    }
+    values.update(overrides)
+    return ApiSettings(**values)  # type: ignore[arg-type]
 
 
 class FakeClock:

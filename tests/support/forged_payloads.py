@@ -3,7 +3,7 @@
 A forged payload passes every structural check (magic, fingerprints, shapes,
 symbol ranges, word count), and its words decode exactly, so what the decoder
 does with the values it declares is what gets tested, not the coder refusing
-random words. Imported as ``tests.unit.codec.forged_payloads``.
+random words. Imported as ``tests.support.forged_payloads``.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ from phalanx.runs.recorder import claimer_name, create_simulated_run
 from phalanx.runs.summary import RunSummary
 from phalanx.store import Run, make_engine, migrate, session_factory
 from phalanx.store.transactions import read_session
-from tests.configs import small_config
-from tests.inprocess import inprocess_transport
-from tests.live_server import live_server
+from tests.support.configs import small_config
+from tests.support.inprocess import inprocess_transport
+from tests.support.live_server import live_server
 
 REGISTRATIONS = 200
 #: Every ``/healthz`` poll must be answered within this many seconds.

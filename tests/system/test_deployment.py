@@ -53,7 +53,7 @@ from phalanx.runs.dispatcher import Dispatcher
 from phalanx.runs.summary import DETECTION_KINDS
 from phalanx.store import Role, RunStatus, clients, keys, rounds, runs
 from phalanx.store.models import DetectionEvent
-from tests.deployment.conftest import deployment_config
+from tests.support.deployment import deployment_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -142,14 +142,14 @@ def _events(sessions: sessionmaker[Session], run_id: str) -> list[DetectionEvent
 
 def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapproved_one(
     tmp_path: Path,
-    database_url: str,
-    sessions: sessionmaker[Session],
+    migrated_sqlite_url: str,
+    sqlite_sessions: sessionmaker[Session],
     superlink: tuple[RunningSuperLink, FlowerControl],
     processes: Processes,
 ) -> None:
     link, control = superlink
-    http = _api(tmp_path, database_url, processes)
-    with sessions.begin() as session:
+    http = _api(tmp_path, migrated_sqlite_url, processes)
+    with sqlite_sessions.begin() as session:
         admin = {
             "Authorization": f"Bearer {keys.create_key(session, name='op', role=Role.ADMIN).secret}"
         }
@@ -168,10 +168,10 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
 
     # The coordinator brings approvals to the SuperLink: exactly the three approved keys.
     said: list[str] = []
-    deployment = DeploymentBackend(sessions, control, tmp_path / "logs", report=said.append)
+    deployment = DeploymentBackend(sqlite_sessions, control, tmp_path / "logs", report=said.append)
     deployment.admit()
     approved_ids = {machines[n].client_id for n in ("honest-a", "honest-b", "byzantine")}
-    with sessions() as session:
+    with sqlite_sessions() as session:
         node_of = {c: clients.get_client(session, c).flower_node_id for c in approved_ids}
     assert None not in node_of.values() and len(said) == 3
     assert {n.node_id for n in control.supernodes()} == set(node_of.values())
@@ -209,10 +209,10 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
     assert queued.status_code == 202, queued.text
     run_id = queued.json()["id"]
     coordinator = Dispatcher(
-        sessions, "test-coordinator", {"deployment": deployment}, report=said.append
+        sqlite_sessions, "test-coordinator", {"deployment": deployment}, report=said.append
     )
     coordinator.serve(poll=1, once=True)
-    with sessions() as session:
+    with sqlite_sessions() as session:
         run = runs.get_run(session, run_id)
         status, summary, error = run.status, run.summary or {}, run.error
     assert status == RunStatus.SUCCEEDED, (error, said, link.process.log_text()[-4000:])
@@ -220,9 +220,9 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
 
     # Recorded like a simulated run: three rounds, the liar flagged in each, nobody else.
     byzantine = machines["byzantine"].client_id
-    with sessions() as session:
+    with sqlite_sessions() as session:
         assert [r.number for r in rounds.list_rounds(session, run_id)] == [1, 2, 3]
-    events = _events(sessions, run_id)
+    events = _events(sqlite_sessions, run_id)
     flagged = [(e.round, e.client_id) for e in events if e.kind in DETECTION_KINDS]
     assert flagged == [(1, byzantine), (2, byzantine), (3, byzantine)]
     assert [e for e in events if e.kind not in DETECTION_KINDS] == []
@@ -231,7 +231,7 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
 
     # The unapproved client never took part: no node id, no key at the SuperLink, no event.
     stranger_id = machines["stranger"].client_id
-    with sessions() as session:
+    with sqlite_sessions() as session:
         row = clients.get_client(session, stranger_id)
         assert (row.status.value, row.flower_node_id, row.last_seen_at) == ("pending", None, None)
         seen = {c.id for c in clients.list_clients(session) if c.last_seen_at is not None}

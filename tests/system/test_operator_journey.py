@@ -46,8 +46,9 @@ from phalanx.store import (
 from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
-from tests.browser.conftest import ARTIFACTS, in_ci, serve
-from tests.configs import small_config
+from tests.support.browser import ARTIFACTS, serve
+from tests.support.ci import in_ci
+from tests.support.configs import small_config
 
 try:
     from playwright.sync_api import Browser, Page, expect

@@ -19,8 +19,8 @@ from phalanx.codec.bitstream import FactorTable, LayerRecord
 from phalanx.codec.bounds import low_rank_peak, reconstruction_peak, table_peak
 from phalanx.codec.lowrank import max_rank, reconstruct_into
 from phalanx.codec.quantizers import MAX_SYMBOL, add_prediction
-from tests.unit.codec.codec_builders import history_with
-from tests.unit.codec.forged_payloads import forge
+from tests.support.codec_builders import history_with
+from tests.support.forged_payloads import forge
 
 F32_MAX = float(np.finfo(np.float32).max)
 F32_TINY = float(np.finfo(np.float32).smallest_subnormal)

@@ -18,7 +18,7 @@ from phalanx.codec.entropy import (
     quantize_frequencies,
 )
 from phalanx.codec.escape import plan_escape
-from tests.unit.codec.codec_builders import peaked_symbols, skewed_symbols
+from tests.support.codec_builders import peaked_symbols, skewed_symbols
 
 
 def _table(symbols: np.ndarray, low: int | None = None):

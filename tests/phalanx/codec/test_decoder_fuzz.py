@@ -41,8 +41,8 @@ from phalanx.codec.decoder import DECODE_WORKSPACE
 from phalanx.codec.escape import plan_escape
 from phalanx.codec.lowrank import max_rank
 from phalanx.codec.quantizers import MAX_SYMBOL
-from tests.unit.codec.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
-from tests.unit.codec.forged_payloads import (
+from tests.support.codec_builders import SPEC, correlated_rounds, gradient_like, history_with
+from tests.support.forged_payloads import (
     COSTLIEST,
     LOW_RANK,
     MEMORY_SPEC,

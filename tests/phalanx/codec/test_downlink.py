@@ -10,7 +10,7 @@ from phalanx.codec import (
     decode_update_flat,
     encode_update,
 )
-from tests.unit.codec.codec_builders import correlated_rounds, gradient_like
+from tests.support.codec_builders import correlated_rounds, gradient_like
 
 
 def _parties(layout, config, workers=2):

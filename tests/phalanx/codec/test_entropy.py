@@ -13,7 +13,7 @@ from phalanx.codec.entropy import (
     quantize_frequencies,
     unpack_values,
 )
-from tests.unit.codec.codec_builders import skewed_symbols as _symbols
+from tests.support.codec_builders import skewed_symbols as _symbols
 
 
 def test_group_size_keeps_the_product_alphabet_within_4096_and_the_layer():

@@ -13,7 +13,7 @@ from phalanx.codec.escape import (
     split_symbols,
     stream_cost,
 )
-from tests.unit.codec.codec_builders import peaked_symbols
+from tests.support.codec_builders import peaked_symbols
 
 
 def test_stream_cost_counts_search_steps_per_group():

@@ -10,7 +10,7 @@ from phalanx.codec import (
     check_codec_compatible,
     encode_update,
 )
-from tests.unit.codec.codec_builders import gradient_like
+from tests.support.codec_builders import gradient_like
 
 
 def test_error_feedback_with_replication_above_one_is_refused():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from phalanx.codec import flatten_update, layer_layout, split_flat
-from tests.unit.codec.codec_builders import SPEC
+from tests.support.codec_builders import SPEC
 
 
 def test_flatten_then_split_returns_each_layer_in_its_shape(layout):

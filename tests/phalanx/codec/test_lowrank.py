@@ -35,7 +35,7 @@ from phalanx.codec.lowrank import (
 )
 from phalanx.codec.predictors import Predictor
 from phalanx.codec.quantizers import MAX_SYMBOL
-from tests.unit.codec.codec_builders import gradient_like
+from tests.support.codec_builders import gradient_like
 
 FC = 2  # fc.weight (10, 200) in codec_builders.SPEC
 CONFIG = CodecConfig(rd_lambda=0.1, low_rank=2, rd_sample_size=256)

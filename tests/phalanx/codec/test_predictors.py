@@ -5,7 +5,7 @@ import pytest
 
 from phalanx.codec import CodecConfig, DeltaHistory, Predictor
 from phalanx.codec.predictors import mean_of_deltas, momentum_step
-from tests.unit.codec.codec_builders import gradient_like, history_with
+from tests.support.codec_builders import gradient_like, history_with
 
 
 def test_mean_of_deltas_sums_in_order_then_divides():

@@ -21,8 +21,8 @@ from phalanx.runs.enrolled import EnrolledRoster
 from phalanx.runs.executor import execute
 from phalanx.store import EventFilter, RunStatus, events, runs
 from phalanx_clients.app import EnrolledWorker, build_client_app
-from tests.deployment.conftest import add_client, deployment_config
-from tests.fake_grid import FakeGrid, server_task_identity
+from tests.support.deployment import add_client, deployment_config
+from tests.support.fake_grid import FakeGrid, server_task_identity
 
 NODES = (2**64 - 3, 17, 2**63 + 5)  # Flower node ids are unsigned 64-bit
 
@@ -79,50 +79,52 @@ def _events(sessions: sessionmaker[Session], run_id: str) -> list[tuple[int, str
 
 
 def test_the_byzantine_client_is_flagged_every_round_and_the_run_summarised_without_truth(
-    sessions: sessionmaker[Session], tmp_path: Path
+    sqlite_sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
     liar = NODES[1]
-    configs = _enrolled_nodes(sessions, tmp_path, liar=liar)
+    configs = _enrolled_nodes(sqlite_sessions, tmp_path, liar=liar)
     app = build_client_app(EnrolledWorker(environ={}))
-    run_id = _deploy(sessions, tmp_path, FakeGrid(app, NODES, node_configs=configs))
+    run_id = _deploy(sqlite_sessions, tmp_path, FakeGrid(app, NODES, node_configs=configs))
 
-    with sessions() as session:
+    with sqlite_sessions() as session:
         run = runs.get_run(session, run_id)
         status, summary = run.status, run.summary or {}
     assert status == RunStatus.SUCCEEDED
     liar_id = configs[liar]["phalanx-client-id"]
-    assert {kind for _, kind, _ in _events(sessions, run_id)} <= {
+    assert {kind for _, kind, _ in _events(sqlite_sessions, run_id)} <= {
         "outside_max_clique",
         "majority_minority",
     }
-    assert {(r, c) for r, _, c in _events(sessions, run_id)} == {(1, liar_id), (2, liar_id)}
+    assert {(r, c) for r, _, c in _events(sqlite_sessions, run_id)} == {(1, liar_id), (2, liar_id)}
     assert summary["backend"] == "deployment" and summary["flagged"] == [liar_id]
     assert (summary["precision"], summary["recall"], summary["adversaries"]) == (None, None, [])
 
 
 def test_a_client_answering_from_another_node_is_refused_by_the_node_binding(
-    sessions: sessionmaker[Session], tmp_path: Path
+    sqlite_sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
-    configs = _enrolled_nodes(sessions, tmp_path)
+    configs = _enrolled_nodes(sqlite_sessions, tmp_path)
     elsewhere = NODES[2]
     app = build_client_app(EnrolledWorker(environ={}))
     grid = FakeGrid(app, NODES, node_configs=configs, context_node_ids={elsewhere: 99})
-    run_id = _deploy(sessions, tmp_path, grid, rounds=1)
+    run_id = _deploy(sqlite_sessions, tmp_path, grid, rounds=1)
 
     client_id = configs[elsewhere]["phalanx-client-id"]
-    assert _events(sessions, run_id) == [(1, "node_id_mismatch", client_id)]
+    assert _events(sqlite_sessions, run_id) == [(1, "node_id_mismatch", client_id)]
 
 
 def test_a_supernode_that_does_not_say_who_it_is_replies_a_fault_naming_the_setting(
-    sessions: sessionmaker[Session], tmp_path: Path
+    sqlite_sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
-    configs = _enrolled_nodes(sessions, tmp_path)
+    configs = _enrolled_nodes(sqlite_sessions, tmp_path)
     anonymous = NODES[0]
     configs[anonymous] = {}
     app = build_client_app(EnrolledWorker(environ={}))
-    run_id = _deploy(sessions, tmp_path, FakeGrid(app, NODES, node_configs=configs), rounds=1)
+    run_id = _deploy(
+        sqlite_sessions, tmp_path, FakeGrid(app, NODES, node_configs=configs), rounds=1
+    )
 
-    with sessions() as session:
+    with sqlite_sessions() as session:
         (event,) = events.list_events(session, EventFilter(run_id=run_id), limit=10).items
         assert (event.kind, event.severity.value) == ("worker_error", "low")
         assert "phalanx-client-id (or $PHALANX_CLIENT_ID)" in event.evidence["reason"]

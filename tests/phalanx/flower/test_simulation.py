@@ -8,7 +8,7 @@ from phalanx.flower.simulation import SimulationEngine
 from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run, summarize
-from tests.configs import small_config
+from tests.support.configs import small_config
 
 pytestmark = pytest.mark.slow
 

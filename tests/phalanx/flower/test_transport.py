@@ -17,8 +17,8 @@ from phalanx.flower.transport import GridTransport
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run
 from phalanx_clients.app import SimulatedWorkers, build_client_app
-from tests.configs import small_config
-from tests.fake_grid import FakeGrid, Rewrite, server_task_identity, untouched
+from tests.support.configs import small_config
+from tests.support.fake_grid import FakeGrid, Rewrite, server_task_identity, untouched
 
 RUN_ID = "run-over-a-grid"
 NODE_BASE = 2**63  # Flower node ids are unsigned 64-bit

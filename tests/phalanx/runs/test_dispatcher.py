@@ -16,10 +16,10 @@ from phalanx.config import RunConfig
 from phalanx.runs.dispatcher import Dispatcher, RunRefusedError
 from phalanx.store import Run, RunStatus, make_engine, migrate, runs, session_factory
 from phalanx_cli.main import app as cli_app
-from tests.configs import small_config
-from tests.plugin_files import TOUCH_ON_IMPORT, PluginFiles
+from tests.support.configs import small_config
+from tests.support.plugin_files import TOUCH_ON_IMPORT, PluginFiles
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class FakeBackend:
@@ -57,13 +57,6 @@ class FakeBackend:
         return f"run {run_id} done"
 
 
-@pytest.fixture
-def sessions(tmp_path: Path) -> sessionmaker[Session]:
-    url = f"sqlite:///{tmp_path / 'phalanx.db'}"
-    migrate.upgrade(url)
-    return session_factory(make_engine(url))
-
-
 def _queue(sessions: sessionmaker[Session], config: object) -> str:
     stored = config.model_dump(mode="json") if isinstance(config, RunConfig) else config
     with sessions.begin() as session:
@@ -77,40 +70,44 @@ def _ended(sessions: sessionmaker[Session], run_id: str) -> tuple[RunStatus, str
 
 
 def test_a_stored_config_that_no_longer_validates_is_refused_without_reaching_a_backend(
-    sessions: sessionmaker[Session],
+    sqlite_sessions: sessionmaker[Session],
 ) -> None:
-    bad = _queue(sessions, {"rounds": 0})
+    bad = _queue(sqlite_sessions, {"rounds": 0})
     lines: list[str] = []
-    backend = FakeBackend(sessions)
-    dispatcher = Dispatcher(sessions, "me", {"simulation": backend}, report=lines.append)
+    backend = FakeBackend(sqlite_sessions)
+    dispatcher = Dispatcher(sqlite_sessions, "me", {"simulation": backend}, report=lines.append)
     assert dispatcher.turn()
-    status, error = _ended(sessions, bad)
+    status, error = _ended(sqlite_sessions, bad)
     assert status == RunStatus.FAILED and error is not None and error.startswith("invalid config")
     assert lines == [f"run {bad} refused: invalid config"]
     assert backend.executed == [] and not dispatcher.turn()
 
 
 def test_a_run_of_a_backend_this_coordinator_lacks_fails_saying_how_to_serve_it(
-    sessions: sessionmaker[Session],
+    sqlite_sessions: sessionmaker[Session],
 ) -> None:
     config = small_config(attack={"name": None, "q": 0}, deployment={"backend": "deployment"})
-    run_id = _queue(sessions, config)
+    run_id = _queue(sqlite_sessions, config)
     why = "deployment runs need `phalanx coordinator --superlink HOST:PORT`"
     dispatcher = Dispatcher(
-        sessions, "me", {"simulation": FakeBackend(sessions)}, {"deployment": why}, report=print
+        sqlite_sessions,
+        "me",
+        {"simulation": FakeBackend(sqlite_sessions)},
+        {"deployment": why},
+        report=print,
     )
     dispatcher.turn()
-    assert _ended(sessions, run_id) == (RunStatus.FAILED, why)
+    assert _ended(sqlite_sessions, run_id) == (RunStatus.FAILED, why)
 
 
 def test_a_run_its_backend_refuses_fails_with_the_backends_reason_and_never_starts(
-    sessions: sessionmaker[Session],
+    sqlite_sessions: sessionmaker[Session],
 ) -> None:
-    run_id = _queue(sessions, small_config())
+    run_id = _queue(sqlite_sessions, small_config())
     lines: list[str] = []
-    backend = FakeBackend(sessions, refuse="labels run 1..10 with no 0")
-    Dispatcher(sessions, "me", {"simulation": backend}, report=lines.append).turn()
-    assert _ended(sessions, run_id) == (
+    backend = FakeBackend(sqlite_sessions, refuse="labels run 1..10 with no 0")
+    Dispatcher(sqlite_sessions, "me", {"simulation": backend}, report=lines.append).turn()
+    assert _ended(sqlite_sessions, run_id) == (
         RunStatus.FAILED,
         "data refused: labels run 1..10 with no 0",
     )
@@ -119,14 +116,14 @@ def test_a_run_its_backend_refuses_fails_with_the_backends_reason_and_never_star
 
 
 def test_a_backend_that_breaks_does_not_stop_the_loop(
-    sessions: sessionmaker[Session], tmp_path: Path
+    sqlite_sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
-    first, second = _queue(sessions, small_config()), _queue(sessions, small_config())
+    first, second = _queue(sqlite_sessions, small_config()), _queue(sqlite_sessions, small_config())
     lines: list[str] = []
-    backend = FakeBackend(sessions, crash=True)
+    backend = FakeBackend(sqlite_sessions, crash=True)
     alive = tmp_path / "alive"
     dispatcher = Dispatcher(
-        sessions, "me", {"simulation": backend}, report=lines.append, alive_file=alive
+        sqlite_sessions, "me", {"simulation": backend}, report=lines.append, alive_file=alive
     )
     dispatcher.serve(poll=0, once=True)
     assert backend.executed == [first, second] and backend.polls == 3
@@ -135,11 +132,11 @@ def test_a_backend_that_breaks_does_not_stop_the_loop(
 
 
 def test_every_turn_polls_every_backend_even_with_nothing_queued(
-    sessions: sessionmaker[Session],
+    sqlite_sessions: sessionmaker[Session],
 ) -> None:
-    simulation, deployment = FakeBackend(sessions), FakeBackend(sessions)
+    simulation, deployment = FakeBackend(sqlite_sessions), FakeBackend(sqlite_sessions)
     backends = {"simulation": simulation, "deployment": deployment}
-    assert not Dispatcher(sessions, "me", backends, report=print).turn()
+    assert not Dispatcher(sqlite_sessions, "me", backends, report=print).turn()
     assert (simulation.polls, deployment.polls) == (1, 1)
 
 

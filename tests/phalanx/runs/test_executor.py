@@ -43,11 +43,11 @@ from phalanx.store.retry import DatabaseUnavailableError
 from phalanx_clients.behaviour import Behaviour, RedTeam
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
-from tests.clock import FakeClock
-from tests.configs import small_config
-from tests.inprocess import inprocess_transport
-from tests.integration.conftest import WriteLock
-from tests.reports import round_report
+from tests.support.clock import FakeClock
+from tests.support.configs import small_config
+from tests.support.inprocess import inprocess_transport
+from tests.support.reports import round_report
+from tests.support.write_lock import WriteLock
 
 #: Short enough that a write blocked by the test's lock fails at once.
 SHORT_LOCK_TIMEOUT_S = 0.05

@@ -8,8 +8,8 @@ from phalanx.plan import adversaries
 from phalanx.reports import EventReport, RoundReport
 from phalanx.roster import simulated_roster
 from phalanx.runs.summary import RunSummary, summarize
-from tests.configs import small_config
-from tests.reports import round_report
+from tests.support.configs import small_config
+from tests.support.reports import round_report
 
 RUN_ID = "summary-run"
 

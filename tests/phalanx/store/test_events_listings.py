@@ -1,6 +1,6 @@
 """The store's read-only listings (event summaries, round records) and its JSON parsing.
 
-On a migrated SQLite and PostgreSQL database, like ``test_store.py``.
+On a migrated SQLite and PostgreSQL database, like the repositories' own tests.
 """
 
 from __future__ import annotations

@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from alembic.autogenerate import compare_metadata
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.exc import IntegrityError
 
-from phalanx.store import Base, make_engine
+from phalanx.store import make_engine
 from phalanx.store.migrate import (
     MIGRATIONS_DIR,
     MigrationsNotFoundError,
@@ -27,8 +25,9 @@ from phalanx.store.migrate import (
     is_at_head,
     upgrade,
 )
+from tests.support.schema import schema_diff
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = datetime(2026, 1, 2, tzinfo=UTC)
 TABLES = {
@@ -48,16 +47,6 @@ def table_names(url: str) -> set[str]:
     try:
         with engine.connect() as connection:
             return set(inspect(connection).get_table_names())
-    finally:
-        engine.dispose()
-
-
-def schema_diff(url: str) -> list[object]:
-    engine = make_engine(url)
-    try:
-        with engine.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"compare_type": True})
-            return list(compare_metadata(context, Base.metadata))
     finally:
         engine.dispose()
 

@@ -9,7 +9,7 @@ from sqlalchemy import inspect
 from phalanx.store import DetectionEvent, Severity, make_engine, runs, session_factory
 from phalanx.store.events import EventFilter, count_events
 from phalanx.store.migrate import current_revision, downgrade, upgrade
-from tests.integration.test_migrations import schema_diff
+from tests.support.schema import schema_diff
 
 REVISION = "0002_event_indexes"
 NEW_INDEXES = {

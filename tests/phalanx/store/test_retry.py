@@ -18,7 +18,7 @@ from phalanx.store.retry import (
     is_transient,
     retry_transient,
 )
-from tests.clock import FakeClock
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from phalanx.store import Run, make_engine, migrate, runs, session_factory
 from phalanx.store.retry import is_lock_error
 from phalanx.store.transactions import read_session, write_transaction
-from tests.integration.conftest import WriteLock
+from tests.support.write_lock import WriteLock
 
 #: Short enough that a write blocked by the test's lock fails at once.
 SHORT_LOCK_TIMEOUT_S = 0.2

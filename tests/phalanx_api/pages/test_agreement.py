@@ -1,9 +1,8 @@
-"""What the dashboard draws, from real detection output: graph, explanations, charts.
+"""The round's agreement graph the run page draws (phalanx_api.pages.agreement).
 
-The graphs and the evidence come from :func:`phalanx.detection.detect` on real
-replicas, stored the way the coordinator stores them
-(``AgreementRecord.to_dict``, ``Evidence.to_dict``, through JSON), so these tests
-break if the stored shapes and the dashboard's reading of them drift apart.
+The graphs come from :func:`phalanx.detection.detect` on real replicas, stored the
+way the coordinator stores them (``AgreementRecord.to_dict``, through JSON), so
+these tests break if the stored shape and the dashboard's reading of it drift apart.
 """
 
 from __future__ import annotations
@@ -13,37 +12,12 @@ import json
 import math
 from typing import Any
 
-import pytest
-import torch
-from torch import Tensor
-
 from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment, bibd_assignment
-from phalanx.detection import Replica, Verdict, detect, payload_digest
+from phalanx.detection import Verdict, detect
 from phalanx.event_kinds import EventKind
-from phalanx_api.pages import charts
 from phalanx_api.pages.agreement import MAX_FULL, AgreementGraph, RoundEvent, agreement_graph
-from phalanx_api.pages.evidence import KIND_HEADLINES, explain, headline, is_rejection
-from phalanx_api.pages.formatting import ago, duration, human_bytes, percent
-
-DIM = 16
-
-
-def honest_value(file: int) -> Tensor:
-    return torch.randn(DIM, generator=torch.Generator().manual_seed(1000 + file))
-
-
-def replica(worker: int, file: int, value: Tensor) -> Replica:
-    value = value.to(torch.float32)
-    return Replica(worker, file, value, payload_digest(value.numpy().tobytes()))
-
-
-def attacked(assignment: Assignment, liars: set[int], *, collude: bool = True) -> list[Replica]:
-    return [
-        replica(w, f, -honest_value(f) + (0 if collude else w) if w in liars else honest_value(f))
-        for f, workers in enumerate(assignment.files)
-        for w in workers
-    ]
+from tests.support.replicas import attacked, honest_value, replica
 
 
 def stored_record(verdict: Verdict) -> Any:
@@ -71,9 +45,6 @@ def draw(verdict: Verdict, workers: int, r: int, events: list[RoundEvent] | None
 
 def edge_states(graph: AgreementGraph) -> dict[frozenset[int], str]:
     return {frozenset((e.a, e.b)): e.state for e in graph.edges}
-
-
-# ---------------------------------------------------------------- agreement graph
 
 
 def test_the_graph_joins_honest_workers_and_marks_the_flagged_ones() -> None:
@@ -215,108 +186,3 @@ def test_pairs_a_record_did_not_keep_are_drawn_as_not_recorded() -> None:
     assert [states[frozenset((e["a"], e["b"]))] for e in kept] == ["disagree"] * 2
     assert set(states.values()) == {"disagree", "unknown"}
     assert any("pairs not kept are dotted" in note for note in graph.notes)
-
-
-# ------------------------------------------------------------------- evidence
-
-
-def test_a_flag_is_explained_file_by_file() -> None:
-    assignment = bibd_assignment(7, 3)
-    verdict = detect(assignment, attacked(assignment, {4}))
-    stored = verdict.evidence[4].to_dict()
-    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored)
-
-    assert words.summary == stored["summary"]
-    assert words.headline == "Disagreed with the largest group of agreeing workers"
-    assert not words.is_rejection and words.advice
-    assert dict(words.facts)["Disagreed with"] == "workers 0, 1, 2, 3, 5 and 6"
-    assert len(words.files) == 3  # worker 4 computes three files in STS(7)
-    for record in words.files:
-        subject = next(r for r in record.replicas if r.is_subject)
-        assert subject.worker == 4 and subject.group == 2  # the flagged worker's value
-        used = [r for r in record.replicas if r.accepted]
-        assert len(used) == 1 and used[0].group == 1  # the value the model used
-        others = [r for r in record.replicas if not r.is_subject]
-        assert all(r.agrees_with_subject is False and r.distance for r in others)
-        assert record.sentence.startswith(f"File {record.file}: worker 4's update differed")
-        assert f"taken from worker {used[0].worker} instead" in record.sentence
-
-
-def test_colluders_are_said_to_send_the_same_update() -> None:
-    assignment = bibd_assignment(7, 3)
-    verdict = detect(assignment, attacked(assignment, {2, 5}))
-    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 2, verdict.evidence[2].to_dict())
-    shared = [f for f in words.files if {r.worker for r in f.replicas} >= {2, 5}]
-    assert len(shared) == 1
-    assert "worker 2 sent the same update as worker 5" in shared[0].sentence
-    assert {r.group for r in shared[0].replicas if r.worker in (2, 5)} == {2}
-
-
-def test_a_refused_reply_is_explained_by_its_reason() -> None:
-    words = explain(EventKind.BAD_SIGNATURE, 3, {"reason": "signature does not verify", "round": 2})
-    assert words.is_rejection and words.files == ()
-    assert words.summary == "The coordinator refused worker 3's reply: signature does not verify."
-    assert headline(EventKind.BAD_SIGNATURE) == "Reply signature did not verify"
-    assert is_rejection(EventKind.STALE_ROUND) and not is_rejection(EventKind.OUTLIER)
-    assert headline("brand_new_kind") == "Brand new kind"
-
-
-def test_every_kind_the_coordinator_writes_has_a_headline() -> None:
-    assert set(KIND_HEADLINES) == set(EventKind)
-    assert all(isinstance(kind, EventKind) for kind in KIND_HEADLINES)
-
-
-# --------------------------------------------------------------------- charts
-
-
-def test_a_line_chart_places_rounds_left_to_right_and_values_bottom_to_top() -> None:
-    chart = charts.line_chart(
-        "accuracy", "Accuracy", [1, 2, 3], [("acc", "A", [0.2, None, 0.8])], fmt=percent, floor=0.0
-    )
-    (series,) = chart.series
-    assert [p.round for p in series.points] == [1, 3]  # a missing value is skipped
-    first, last = series.points
-    assert chart.left == first.x < last.x == chart.right
-    assert first.y > last.y  # higher values are drawn higher
-    assert chart.top <= last.y and first.y <= chart.bottom
-    assert chart.y_ticks[0].label == "0.0%"
-    assert [t.label for t in chart.x_ticks] == ["1", "2", "3"]
-
-
-def test_an_empty_chart_says_so() -> None:
-    chart = charts.line_chart("loss", "Loss", [], [("loss", "Loss", [])], fmt=str)
-    assert chart.empty and chart.num_points == 0
-    with pytest.raises(ValueError, match="2 values for 3 rounds"):
-        charts.line_chart("x", "X", [1, 2, 3], [("x", "X", [1.0, 2.0])], fmt=str)
-
-
-@pytest.mark.parametrize(("span", "step"), [(1.0, 0.2), (4.27e6, 1e6), (7.0, 2.0), (0.03, 0.01)])
-def test_ticks_fall_on_round_numbers(span: float, step: float) -> None:
-    assert charts.nice_step(span) == pytest.approx(step)
-
-
-def test_the_flag_matrix_has_a_row_per_flagged_worker_and_a_mark_per_round() -> None:
-    marks = [
-        (1, 4, EventKind.OUTSIDE_MAX_CLIQUE),
-        (2, 4, EventKind.OUTSIDE_MAX_CLIQUE),
-        (2, 6, EventKind.BAD_SIGNATURE),
-    ]
-    matrix = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset({EventKind.BAD_SIGNATURE}))
-    assert [(r.worker, r.count) for r in matrix.rows] == [(4, 2), (6, 1)]
-    assert [(c.round, c.worker, c.rejected) for c in matrix.cells] == [
-        (1, 4, False),
-        (2, 4, False),
-        (2, 6, True),
-    ]
-    few = charts.flag_matrix([1, 2, 3], marks, rejections=frozenset(), max_rows=1)
-    assert [r.worker for r in few.rows] == [4] and few.hidden == 1
-
-
-# ----------------------------------------------------------------- formatting
-
-
-def test_numbers_are_written_for_people() -> None:
-    assert human_bytes(4_271_226) == "4.27 MB" and human_bytes(512) == "512 B"
-    assert percent(0.64345) == "64.3%" and percent(None) == "–"
-    assert duration(42.1) == "42.1 s" and duration(185) == "3 min 5 s"
-    assert ago(None) == "never"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from phalanx.store import migrate
-from tests.browser.conftest import in_ci, serve
+from tests.support.browser import serve
+from tests.support.ci import in_ci
 
 try:
     from playwright.sync_api import Browser, expect

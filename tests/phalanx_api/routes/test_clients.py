@@ -13,7 +13,7 @@ from phalanx import identity
 from phalanx.store import ClientStatus, audit, clients
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
-from tests.api.factories import (
+from tests.support.factories import (
     Keys,
     TestClient,
     public_key_text,

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.store import EventData, EventFilter, RoundData, Severity, audit, events, rounds, runs
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
-from tests.api.factories import Keys, TestClient, seed_run_with_events
+from tests.support.factories import Keys, TestClient, seed_run_with_events
 
 EVENTS = "/api/v1/events"
 #: What every listed event carries; ``evidence`` is null unless asked for.

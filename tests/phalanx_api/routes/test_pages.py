@@ -40,8 +40,7 @@ from phalanx.store import (
 from phalanx.store import dashboard as queries
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
-from tests.api.conftest import settings_for
-from tests.api.factories import (
+from tests.support.factories import (
     Keys,
     TestClient,
     make_keys,
@@ -49,6 +48,7 @@ from tests.api.factories import (
     register,
     register_and_prove,
     seed_client,
+    settings_for,
 )
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}

@@ -12,8 +12,8 @@ from phalanx.agreement_record import AgreementRecord, ConflictEdge
 from phalanx.config import RunConfig
 from phalanx.store import RoundData, RunStatus, audit, rounds, runs
 from phalanx_api.schemas import RoundOut
-from tests.api.factories import Keys, TestClient, seed_run, seed_run_with_events
-from tests.configs import small_config
+from tests.support.configs import small_config
+from tests.support.factories import Keys, TestClient, seed_run, seed_run_with_events
 
 RUNS = "/api/v1/runs"
 

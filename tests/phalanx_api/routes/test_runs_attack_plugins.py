@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.store import audit, runs
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
-from tests.api.factories import Keys, TestClient
-from tests.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, TOUCH_ON_INIT, PluginFiles
+from tests.support.factories import Keys, TestClient
+from tests.support.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, TOUCH_ON_INIT, PluginFiles
 
 RUNS = "/api/v1/runs"
 

@@ -17,7 +17,7 @@ from phalanx_api.context import app_context
 from phalanx_api.deps import FormOperatorDep
 from phalanx_api.main import create_app
 from phalanx_api.settings import SECRET_KEY_FILE, ApiSettings, resolve_secret_key
-from tests.api.factories import (
+from tests.support.factories import (
     FakeClock,
     Keys,
     TestClient,

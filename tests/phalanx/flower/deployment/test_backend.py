@@ -16,7 +16,7 @@ from phalanx.flower.deployment.control import ControlError, FlowerControl, Super
 from phalanx.flower.deployment.processes import free_port
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.store import RunStatus, runs
-from tests.deployment.conftest import deployment_config
+from tests.support.deployment import deployment_config
 
 pytestmark = pytest.mark.slow
 
@@ -28,40 +28,40 @@ def _status(sessions: sessionmaker[Session], run_id: str) -> tuple[RunStatus, st
 
 
 def test_a_run_the_superlink_cannot_take_fails_with_the_reason(
-    tmp_path: Path, sessions: sessionmaker[Session], tls_ca: Path
+    tmp_path: Path, sqlite_sessions: sessionmaker[Session], tls_ca: Path
 ) -> None:
     nobody = FlowerControl(
         SuperLinkConnection(f"127.0.0.1:{free_port()}", tls_ca), tmp_path / "home", timeout=120
     )
-    run_id = create_deployed_run(sessions, deployment_config(), "me")
+    run_id = create_deployed_run(sqlite_sessions, deployment_config(), "me")
     with pytest.raises(ControlError):
         run_on_superlink(
             deployment_config(),
             nobody,
-            sessions=sessions,
+            sessions=sqlite_sessions,
             claimer="me",
             run_id=run_id,
             log_dir=tmp_path,
         )
-    status, error = _status(sessions, run_id)
+    status, error = _status(sqlite_sessions, run_id)
     assert status == RunStatus.FAILED and error is not None and "SuperLink refused" in error
 
 
 def test_a_cancelled_run_still_waiting_for_clients_is_stopped_on_the_superlink(
     tmp_path: Path,
-    sessions: sessionmaker[Session],
+    sqlite_sessions: sessionmaker[Session],
     superlink: tuple[RunningSuperLink, FlowerControl],
 ) -> None:
     _, control = superlink
     # no SuperNode ever connects within the run's wait for clients: only the cancel can end it
     config = deployment_config(nodes_timeout_s=3600)
-    run_id = create_deployed_run(sessions, config, "me")
-    with sessions.begin() as session:
+    run_id = create_deployed_run(sqlite_sessions, config, "me")
+    with sqlite_sessions.begin() as session:
         runs.request_cancel(session, run_id)
     result = run_on_superlink(
         config,
         control,
-        sessions=sessions,
+        sessions=sqlite_sessions,
         claimer="me",
         run_id=run_id,
         log_dir=tmp_path / "logs",
@@ -70,15 +70,15 @@ def test_a_cancelled_run_still_waiting_for_clients_is_stopped_on_the_superlink(
     )
     assert result.flower_status == "finished:stopped"
     assert result.status == RunStatus.CANCELLED
-    assert _status(sessions, run_id) == (RunStatus.CANCELLED, None)
+    assert _status(sqlite_sessions, run_id) == (RunStatus.CANCELLED, None)
 
 
 def test_a_run_naming_another_superlink_gets_a_control_of_its_own(
-    tmp_path: Path, sessions: sessionmaker[Session], tls_ca: Path
+    tmp_path: Path, sqlite_sessions: sessionmaker[Session], tls_ca: Path
 ) -> None:
     home = tmp_path / "flwr-home"
     control = FlowerControl(SuperLinkConnection("link-a:8000", tls_ca), home)
-    backend = DeploymentBackend(sessions, control, tmp_path / "logs")
+    backend = DeploymentBackend(sqlite_sessions, control, tmp_path / "logs")
     assert backend.control_for(None) is control
     assert backend.control_for("link-a:8000") is control
     other = backend.control_for("link-b:9000")

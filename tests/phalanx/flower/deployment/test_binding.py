@@ -21,7 +21,7 @@ from phalanx.reports import RoundReport
 from phalanx.runs.executor import build_coordinator
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
-from tests.deployment.conftest import deployment_config
+from tests.support.deployment import deployment_config
 
 NODE = 2**64 - 5  # beyond a signed 64-bit integer, as Flower's node ids may be
 OTHER_NODE = 2**63 + 17
