@@ -1,4 +1,9 @@
-"""Shared fixtures."""
+"""Fixtures every part of the suite uses; the others live in ``tests/fixtures/<topic>.py``.
+
+Those modules are loaded here as plugins, so a fixture has one definition and one
+meaning wherever a test asks for it. Helpers that are not fixtures live in
+``tests/support/``.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,16 @@ from hypothesis import settings
 
 from phalanx.config import RunConfig
 from phalanx.settings import get_settings
-from tests.configs import small_config
-from tests.plugin_files import PluginFiles
+from tests.support.configs import small_config
+from tests.support.plugin_files import PluginFiles
+
+pytest_plugins = [
+    "tests.fixtures.database",
+    "tests.fixtures.api",
+    "tests.fixtures.browser",
+    "tests.fixtures.codec",
+    "tests.fixtures.deployment",
+]
 
 # Hypothesis's per-example deadline is a wall-clock assertion; these machines are shared.
 settings.register_profile("phalanx", deadline=None)
@@ -39,7 +52,7 @@ def allow_attack_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[.
 
 @pytest.fixture
 def plugin_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PluginFiles]:
-    """A folder on ``sys.path`` for plug-in modules and distributions (tests/plugin_files.py)."""
+    """A folder on ``sys.path`` for plug-in modules and distributions (:class:`PluginFiles`)."""
     files = PluginFiles(tmp_path / "plugins", monkeypatch)
     yield files
     files.forget()

@@ -23,7 +23,7 @@ workers:
 
 At K = 1,000 with 100 colluding workers (r = 3, three files each) the record
 takes about 36 KB of JSON; however the conflicts fall, a record of 1,000 workers
-stays under about 125 KB (``tests/unit/test_agreement_record.py`` measures both).
+stays under about 125 KB (``tests/phalanx/test_agreement_record.py`` measures both).
 
 The stored form (:meth:`AgreementRecord.to_dict`) is plain JSON with a
 ``version``; :meth:`AgreementRecord.from_dict` reads it back and refuses anything

@@ -40,7 +40,7 @@ from benchmarks.lib.robustness_runs import Row
 from phalanx.agreement_record import AgreementRecord, ConflictEdge
 from phalanx.attacks import distortion_plan
 from phalanx.plan import adversaries, round_assignment
-from tests.reports import round_report
+from tests.support.reports import round_report
 
 SETTINGS = Settings(rounds=20, model="mlp", eval_samples=1000, optimizer="adam", server_lr=0.005)
 BIBD = next(d for d in COLLUDER_DEFENCES if d.scheme == "bibd")

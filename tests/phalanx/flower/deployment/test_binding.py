@@ -1,0 +1,123 @@
+"""Each signed reply is bound to the Flower node its task went to; a mismatch is an event."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pytest
+
+from phalanx.channel import Downlink
+from phalanx.data import load_dataset
+from phalanx.exchange import Exchange
+from phalanx.flower.deployment.binding import (
+    NODE_ID_MISMATCH,
+    NodeBindingTransport,
+    node_binding_problem,
+)
+from phalanx.identity import PrivateKey, generate_private_key, sign_reply
+from phalanx.replies import Reply, Task
+from phalanx.reports import RoundReport
+from phalanx.roster import Member
+from phalanx.runs.executor import build_coordinator
+from phalanx_clients.inprocess import InProcessTransport
+from phalanx_clients.worker import Worker
+from tests.support.deployment import deployment_config
+
+NODE = 2**64 - 5  # beyond a signed 64-bit integer, as Flower's node ids may be
+OTHER_NODE = 2**63 + 17
+
+
+def _signed(key: PrivateKey, *, node_id: int | None, client_id: str = "c-1") -> Reply:
+    fields = {
+        "run_id": "r",
+        "round": 1,
+        "nonce": "n",
+        "client_id": client_id,
+        "file_ids": (0,),
+        "digests": ("d",),
+    }
+    signature = sign_reply(key, node_id=node_id, **fields)  # type: ignore[arg-type]
+    return Reply(0, client_id, "r", 1, "n", (0,), (b"p",), ("d",), signature, node_id=node_id)
+
+
+@pytest.fixture
+def key() -> PrivateKey:
+    return generate_private_key()
+
+
+def test_a_reply_signed_for_its_own_node_is_bound(key: PrivateKey) -> None:
+    member = Member(0, "c-1", key.public_key())
+    assert node_binding_problem(_signed(key, node_id=NODE), member, NODE) is None
+
+
+def test_a_reply_signed_for_another_node_is_a_mismatch(key: PrivateKey) -> None:
+    member = Member(0, "c-1", key.public_key())
+    problem = node_binding_problem(_signed(key, node_id=OTHER_NODE), member, NODE)
+    assert problem is not None
+    assert str(OTHER_NODE) in problem and str(NODE) in problem
+
+
+def test_a_reply_that_binds_no_node_is_a_mismatch(key: PrivateKey) -> None:
+    member = Member(0, "c-1", key.public_key())
+    problem = node_binding_problem(_signed(key, node_id=None), member, NODE)
+    assert problem is not None and "no Flower node id" in problem
+
+
+def test_a_forged_signature_is_left_for_the_coordinator_to_call_bad(key: PrivateKey) -> None:
+    member = Member(0, "c-1", generate_private_key().public_key())
+    assert node_binding_problem(_signed(key, node_id=OTHER_NODE), member, NODE) is None
+
+
+class FakeTransport:
+    """Returns fixed replies (a test double of the Grid transport)."""
+
+    def __init__(self, replies: list[Reply]) -> None:
+        self.replies = replies
+
+    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
+        return Exchange(replies=self.replies, bytes_down=7)
+
+
+def test_the_transport_turns_a_mismatch_into_a_rejection_and_keeps_the_rest(
+    key: PrivateKey,
+) -> None:
+    other_key = generate_private_key()
+    honest = dataclasses.replace(_signed(other_key, node_id=OTHER_NODE, client_id="c-2"), worker=1)
+    liar = _signed(key, node_id=OTHER_NODE)
+    members = {0: Member(0, "c-1", key.public_key()), 1: Member(1, "c-2", other_key.public_key())}
+    bound = NodeBindingTransport(FakeTransport([liar, honest]), members, {0: NODE, 1: OTHER_NODE})
+    exchange = bound.exchange([], Downlink(kind="full", target=""))
+    assert exchange.replies == [honest]
+    assert [(r.worker, r.kind) for r in exchange.malformed] == [(0, NODE_ID_MISMATCH)]
+    assert exchange.bytes_down == 7
+
+
+class FakeSink:
+    """Keeps rounds in memory (a test double of the database)."""
+
+    def __init__(self) -> None:
+        self.reports: list[RoundReport] = []
+
+    def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+        self.reports.append(report)
+
+
+def test_the_coordinator_records_a_client_on_the_wrong_node_as_a_high_severity_event() -> None:
+    config = deployment_config()
+    train = load_dataset("digits", "train")
+    keys = [generate_private_key() for _ in range(3)]
+    node_of_worker = {0: 11, 1: 2**63, 2: NODE}
+    members = {w: Member(w, f"client-{w}", keys[w].public_key()) for w in range(3)}
+    signed_node = {0: 11, 1: 2**63, 2: OTHER_NODE}  # worker 2 runs on a node it was not admitted on
+    workers = {
+        w: Worker(config, train, f"client-{w}", keys[w], node_id=signed_node[w]) for w in range(3)
+    }
+    bound = NodeBindingTransport(InProcessTransport(workers), members, node_of_worker)
+    sink = FakeSink()
+    build_coordinator(config, "run-1", bound, sink, members=members).run()
+    (report,) = sink.reports
+    assert report.rejected == (2,)
+    assert [(e.worker, e.client_id, e.kind, e.severity) for e in report.events] == [
+        (2, "client-2", NODE_ID_MISMATCH, "high")
+    ]

@@ -1,0 +1,147 @@
+"""GridTransport with the real ClientApp, over a test double of Flower's Grid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flwr.app import ConfigRecord, Error, Message, RecordDict
+from flwr.clientapp import ClientApp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from phalanx.config import RunConfig
+from phalanx.flower.records import REPLY
+from phalanx.flower.transport import GridTransport
+from phalanx.reports import RoundReport
+from phalanx.runs import execute_run
+from phalanx_clients.app import SimulatedWorkers, build_client_app
+from tests.support.configs import small_config
+from tests.support.fake_grid import FakeGrid, Rewrite, server_task_identity, untouched
+
+RUN_ID = "run-over-a-grid"
+NODE_BASE = 2**63  # Flower node ids are unsigned 64-bit
+
+
+@pytest.fixture(autouse=True)
+def _server_task_identity() -> Iterator[None]:
+    with server_task_identity():
+        yield
+
+
+def run_over_grid(
+    config: RunConfig, rewrite: Rewrite = untouched, app: ClientApp | None = None
+) -> list[RoundReport]:
+    reports: list[RoundReport] = []
+
+    class ListSink:
+        def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+            reports.append(report)
+
+    nodes = {w: NODE_BASE + w for w in range(config.assignment.num_workers)}
+    grid = FakeGrid(app or build_client_app(), nodes.values(), rewrite)
+    transport = GridTransport(grid, nodes, config.model_dump_json(), poll_interval=0.0)  # type: ignore[arg-type]
+    execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
+    return reports
+
+
+def honest_config(rounds: int = 2) -> RunConfig:
+    return small_config(rounds=rounds, attack={"name": None, "q": 0})
+
+
+def with_fields(victim: int, **changes: Any) -> Rewrite:
+    """Rewrite ``victim``'s reply record with ``changes`` (what a Byzantine worker can send)."""
+
+    def rewrite(worker: int, reply: Message) -> Message:
+        if worker != victim or reply.has_error():
+            return reply
+        fields = {**dict(reply.content.config_records[REPLY]), **changes}
+        rewritten = Message(RecordDict({REPLY: ConfigRecord(fields)}), reply_to=_request(reply))
+        return rewritten
+
+    return rewrite
+
+
+def _request(reply: Message) -> Message:
+    """A stand-in for the request a reply answers (Flower's reply_to needs one)."""
+    request = Message(RecordDict(), dst_node_id=1, message_type="train")
+    request.metadata.__dict__["_message_id"] = reply.metadata.reply_to_message_id
+    request.metadata.__dict__["_src_node_id"] = reply.metadata.dst_node_id
+    return request
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"node_id": "-1"}, {"node_id": str(2**64)}, {"files": [True]}, {"round": 2**40}],
+    ids=["negative-node-id", "node-id-beyond-64-bits", "bool-file", "huge-round"],
+)
+def test_a_reply_that_once_crashed_the_coordinator_is_refused_and_the_run_finishes(
+    changes: dict[str, Any],
+) -> None:
+    victim = 5
+    reports = run_over_grid(honest_config(), with_fields(victim, **changes))
+    assert [r.round for r in reports] == [1, 2]
+    for report in reports:
+        assert report.rejected == (victim,)
+        (event,) = report.events
+        assert (event.worker, event.kind, event.severity) == (victim, "malformed_reply", "high")
+
+
+def test_a_clientapp_that_raises_is_a_low_severity_fault_with_one_line() -> None:
+    victim = 1
+    traceback = 'Traceback (most recent call last):\n  File "/opt/x.py"\nOSError: disk full\n'
+
+    def crash(worker: int, reply: Message) -> Message:
+        if worker != victim:
+            return reply
+        return Message(Error(code=2, reason=traceback), reply_to=_request(reply))
+
+    reports = run_over_grid(honest_config(), crash)
+    for report in reports:
+        (event,) = report.events
+        assert (event.worker, event.kind, event.severity) == (victim, "worker_error", "low")
+        assert event.evidence["reason"] == "OSError: disk full"
+        assert report.metrics["update_applied"] == 1.0
+
+
+def test_every_worker_failing_alike_fails_the_run_naming_the_cause() -> None:
+    from phalanx.faults import RunFailedError
+
+    def red_team_that_cannot_load(config: RunConfig) -> None:
+        raise ModuleNotFoundError("No module named 'lab_attacks'")
+
+    app = build_client_app(SimulatedWorkers(red_team=red_team_that_cannot_load))
+    with pytest.raises(RunFailedError) as failure:
+        run_over_grid(honest_config(), app=app)
+    assert str(failure.value) == (
+        "round 1: 7 of 7 workers failed with the same error: "
+        "ModuleNotFoundError: No module named 'lab_attacks'"
+    )
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.dictionaries(
+        st.sampled_from(["worker", "round", "files", "node_id", "payloads", "digests", "nonce"]),
+        st.one_of(
+            st.integers(min_value=-(2**66), max_value=2**66),
+            st.text(max_size=12),
+            st.binary(max_size=12),
+            st.booleans(),
+            st.lists(st.integers(min_value=-(2**66), max_value=2**66), max_size=3),
+            st.lists(st.binary(max_size=6), max_size=3),
+            st.lists(st.booleans(), max_size=3),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_whatever_a_worker_puts_in_its_reply_the_round_completes_and_records_it(
+    changes: dict[str, Any],
+) -> None:
+    victim = 4
+    (report,) = run_over_grid(honest_config(rounds=1), with_fields(victim, **changes))
+    others = [e for e in report.events if e.worker != victim]
+    assert others == []
+    assert victim in report.rejected or victim not in {e.worker for e in report.events}

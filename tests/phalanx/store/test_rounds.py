@@ -1,0 +1,136 @@
+"""The round repository (phalanx.store.rounds): a round and its events, recorded at once.
+
+On a migrated SQLite and PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from phalanx.store import (
+    ConflictError,
+    EventKind,
+    NotFoundError,
+    ReviewStatus,
+    Severity,
+    events,
+    rounds,
+    runs,
+)
+from phalanx.store.events import EventFilter
+from phalanx.store.rounds import EventData
+from tests.support.store_rows import new_client, new_run, round_data
+
+
+def test_record_round_writes_the_round_its_events_and_the_current_round(
+    db_session: Session,
+) -> None:
+    run = new_run(db_session)
+    client_id = new_client(db_session, "sim-worker-3")
+    found = [
+        EventData(
+            kind=EventKind.OUTSIDE_MAX_CLIQUE,
+            severity=Severity.HIGH,
+            worker=3,
+            client_id=client_id,
+            evidence={"clique": [0, 1, 2], "files": [4, 7]},
+        ),
+        EventData(kind="custom_detector", severity=Severity.LOW, worker=5),
+    ]
+
+    rounds.record_round(db_session, run.id, round_data(1), found)
+    db_session.commit()
+    db_session.expire_all()
+
+    stored = rounds.get_round(db_session, run.id, 1)
+    assert stored.metrics == {"accuracy": 0.51, "loss": 1.0}
+    assert (stored.bytes_up, stored.bytes_down, stored.duration_s) == (10_000, 40_000, 30.0)
+    assert stored.assignment == {"scheme": "subsets", "r": 3}
+    assert runs.get_run(db_session, run.id).current_round == 1
+    page = events.list_events(db_session, EventFilter(run_id=run.id))
+    assert [(e.kind, e.worker, e.client_id, e.round) for e in page.items] == [
+        ("custom_detector", 5, None, 1),
+        ("outside_max_clique", 3, client_id, 1),
+    ]
+    assert page.items[1].evidence == {"clique": [0, 1, 2], "files": [4, 7]}
+    assert all(e.review_status == ReviewStatus.OPEN for e in page.items)
+
+
+def test_byte_counts_beyond_32_bits_are_kept(db_session: Session) -> None:
+    run = new_run(db_session)
+
+    rounds.record_round(db_session, run.id, round_data(1, bytes_up=2**40, bytes_down=2**41))
+    db_session.commit()
+    db_session.expire_all()
+
+    stored = rounds.get_round(db_session, run.id, 1)
+    assert (stored.bytes_up, stored.bytes_down) == (2**40, 2**41)
+
+
+def test_a_round_keeps_its_agreement_graph_and_older_rounds_have_none(
+    db_session: Session,
+) -> None:
+    run = new_run(db_session)
+    graph = {"version": 1, "rule": "unique_clique", "replied": [[0, 6]], "conflicts": []}
+    rounds.record_round(db_session, run.id, round_data(1))
+    rounds.record_round(db_session, run.id, round_data(2, agreement=graph))
+    db_session.commit()
+    db_session.expire_all()
+
+    assert rounds.get_agreement(db_session, run.id, 2) == graph
+    assert rounds.get_agreement(db_session, run.id, 1) is None
+    with pytest.raises(NotFoundError):
+        rounds.get_agreement(db_session, run.id, 3)
+    # Listing rounds leaves the graph unloaded until a round's is asked for.
+    listed = rounds.list_rounds(db_session, run.id)
+    assert all("agreement" not in row.__dict__ for row in listed)
+    assert listed[1].agreement == graph
+
+
+def test_a_failing_event_insert_rolls_back_the_round(db_session: Session) -> None:
+    run = new_run(db_session)
+    rounds.record_round(db_session, run.id, round_data(1))
+    db_session.commit()
+    broken = [
+        EventData(kind=EventKind.OUTLIER, severity=Severity.LOW, worker=1),
+        EventData(kind=EventKind.BAD_SIGNATURE, severity=Severity.HIGH, client_id="no-such-client"),
+    ]
+
+    with pytest.raises(IntegrityError):
+        rounds.record_round(db_session, run.id, round_data(2), broken)
+    db_session.commit()  # the caller's transaction survives the failed round
+    db_session.expire_all()
+
+    assert [r.number for r in rounds.list_rounds(db_session, run.id)] == [1]
+    assert runs.get_run(db_session, run.id).current_round == 1
+    assert events.count_events(db_session, EventFilter(run_id=run.id)) == 0
+
+
+def test_recording_a_round_again_is_a_conflict(db_session: Session) -> None:
+    run = new_run(db_session)
+    rounds.record_round(db_session, run.id, round_data(1))
+    rounds.record_round(db_session, run.id, round_data(2))
+
+    with pytest.raises(ConflictError, match="already recorded round 2"):
+        rounds.record_round(db_session, run.id, round_data(2))
+
+
+def test_recording_a_round_of_an_unknown_run_raises_not_found(db_session: Session) -> None:
+    with pytest.raises(NotFoundError):
+        rounds.record_round(db_session, "nope", round_data(1))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("number", 0, "start at 1"), ("bytes_up", -1, "bytes_up"), ("num_flagged", -2, "flagged")],
+)
+def test_round_data_refuses_impossible_values(field: str, value: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        round_data(1, **{field: value})
+
+
+def test_event_data_refuses_a_kind_longer_than_the_column() -> None:
+    with pytest.raises(ValueError, match="1 to 64"):
+        EventData(kind="k" * 65, severity=Severity.LOW)

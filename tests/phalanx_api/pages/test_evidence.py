@@ -1,0 +1,60 @@
+"""Detection events explained in words (phalanx_api.pages.evidence).
+
+The evidence comes from :func:`phalanx.detection.detect` on real replicas, stored the
+way the coordinator stores it (``Evidence.to_dict``), so these tests break if the
+stored shape and the dashboard's reading of it drift apart.
+"""
+
+from __future__ import annotations
+
+from phalanx.assignment import bibd_assignment
+from phalanx.detection import detect
+from phalanx.event_kinds import EventKind
+from phalanx_api.pages.evidence import KIND_HEADLINES, explain, headline, is_rejection
+from tests.support.replicas import attacked
+
+
+def test_a_flag_is_explained_file_by_file() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {4}))
+    stored = verdict.evidence[4].to_dict()
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored)
+
+    assert words.summary == stored["summary"]
+    assert words.headline == "Disagreed with the largest group of agreeing workers"
+    assert not words.is_rejection and words.advice
+    assert dict(words.facts)["Disagreed with"] == "workers 0, 1, 2, 3, 5 and 6"
+    assert len(words.files) == 3  # worker 4 computes three files in STS(7)
+    for record in words.files:
+        subject = next(r for r in record.replicas if r.is_subject)
+        assert subject.worker == 4 and subject.group == 2  # the flagged worker's value
+        used = [r for r in record.replicas if r.accepted]
+        assert len(used) == 1 and used[0].group == 1  # the value the model used
+        others = [r for r in record.replicas if not r.is_subject]
+        assert all(r.agrees_with_subject is False and r.distance for r in others)
+        assert record.sentence.startswith(f"File {record.file}: worker 4's update differed")
+        assert f"taken from worker {used[0].worker} instead" in record.sentence
+
+
+def test_colluders_are_said_to_send_the_same_update() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {2, 5}))
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 2, verdict.evidence[2].to_dict())
+    shared = [f for f in words.files if {r.worker for r in f.replicas} >= {2, 5}]
+    assert len(shared) == 1
+    assert "worker 2 sent the same update as worker 5" in shared[0].sentence
+    assert {r.group for r in shared[0].replicas if r.worker in (2, 5)} == {2}
+
+
+def test_a_refused_reply_is_explained_by_its_reason() -> None:
+    words = explain(EventKind.BAD_SIGNATURE, 3, {"reason": "signature does not verify", "round": 2})
+    assert words.is_rejection and words.files == ()
+    assert words.summary == "The coordinator refused worker 3's reply: signature does not verify."
+    assert headline(EventKind.BAD_SIGNATURE) == "Reply signature did not verify"
+    assert is_rejection(EventKind.STALE_ROUND) and not is_rejection(EventKind.OUTLIER)
+    assert headline("brand_new_kind") == "Brand new kind"
+
+
+def test_every_kind_the_coordinator_writes_has_a_headline() -> None:
+    assert set(KIND_HEADLINES) == set(EventKind)
+    assert all(isinstance(kind, EventKind) for kind in KIND_HEADLINES)

@@ -1,0 +1,300 @@
+"""Nobody but a key's holder decides its registration; names; limits; expiry of unproven ones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from phalanx import identity
+from phalanx.store import audit, clients
+from phalanx_api.paths import API_PREFIX
+from phalanx_api.settings import ApiSettings
+from phalanx_clients.enrollment import API_PREFIX as CLIENTS_API_PREFIX
+from phalanx_clients.enrollment import register as enroll
+from tests.support.factories import (
+    FakeClock,
+    Keys,
+    TestClient,
+    limited_app,
+    public_key_text,
+    register,
+    sign_b64,
+    unique_name,
+)
+
+CLIENTS = "/api/v1/clients"
+
+
+def test_clients_register_where_the_control_plane_serves() -> None:
+    assert CLIENTS_API_PREFIX == API_PREFIX
+
+
+def _prove(client: TestClient, key: identity.PrivateKey, registered: dict[str, Any]) -> Any:
+    return client.post(
+        f"{CLIENTS}/{registered['id']}/proof",
+        json={"signature": sign_b64(key, registered["challenge"])},
+    )
+
+
+def _expire(sessions: sessionmaker[Session], registered: dict[str, Any]) -> None:
+    """Move a registration's challenge into the past, as if its time-to-live had passed."""
+    with sessions.begin() as session:
+        clients.set_challenge(
+            session,
+            registered["id"],
+            registered["challenge"],
+            expires_at=datetime.now(UTC) - timedelta(seconds=1),
+        )
+
+
+# ------------------------------------------------- the key's holder decides
+
+
+def test_a_stranger_registering_the_owners_key_first_does_not_block_the_owner(
+    client: TestClient, api_keys: Keys
+) -> None:
+    owner_key = identity.generate_private_key("P-256")
+    squatter = register(client, owner_key, unique_name("squatter"))  # public keys are public
+
+    owner = register(client, owner_key, unique_name("owner"))
+    assert owner["id"] != squatter["id"]
+    assert _prove(client, owner_key, owner).status_code == 200
+
+    viewer = api_keys.headers("viewer")
+    assert client.get(f"{CLIENTS}/{owner['id']}", headers=viewer).json()["proven_at"]
+    gone = client.get(f"{CLIENTS}/{squatter['id']}", headers=viewer)
+    assert gone.status_code == 404  # discarded: it can never be proven now
+    late = client.post(f"{CLIENTS}/{squatter['id']}/proof", json={"signature": "AAAA"})
+    assert late.status_code == 404
+    again = client.post(
+        CLIENTS, json={"name": unique_name(), "public_key": public_key_text(owner_key, "pem")}
+    )
+    assert again.status_code == 409  # now the key is held by a proven client
+
+
+def test_discarding_the_rival_registrations_is_audited(
+    client: TestClient, sessions: sessionmaker[Session]
+) -> None:
+    key = identity.generate_private_key("P-256")
+    rival = register(client, key)
+    mine = register(client, key)
+    assert _prove(client, key, mine).status_code == 200
+    with sessions() as session:
+        entries = audit.list_audit(session, target_type="client", target_id=rival["id"])
+    assert [entry.action for entry in entries] == ["client.discard", "client.register"]
+    assert entries[0].details == {"reason": f"its key was proven by client {mine['id']}"}
+
+
+def test_a_stranger_cannot_ask_for_a_new_challenge_for_someone_elses_registration(
+    client: TestClient,
+) -> None:
+    key = identity.generate_private_key("P-256")
+    registered = register(client, key)
+    url = f"{CLIENTS}/{registered['id']}/challenge"
+
+    without = client.post(url)
+    assert without.status_code == 403
+    assert "X-Registration-Token" in without.json()["detail"]
+    wrong = client.post(url, headers={"X-Registration-Token": "guessed"})
+    assert wrong.status_code == 403
+
+    assert _prove(client, key, registered).status_code == 200  # its challenge is intact
+
+
+def test_a_strangers_junk_proofs_do_not_burn_the_owners_challenge(client: TestClient) -> None:
+    key = identity.generate_private_key("P-384")
+    registered = register(client, key)
+    stranger = identity.generate_private_key("P-384")
+    for signature in ("not base64!", "AAAA", sign_b64(stranger, registered["challenge"])):
+        junk = client.post(f"{CLIENTS}/{registered['id']}/proof", json={"signature": signature})
+        assert junk.status_code == 400
+        assert "stays valid" in junk.json()["detail"]
+    assert _prove(client, key, registered).status_code == 200
+
+
+def test_an_old_client_sending_only_the_documented_fields_still_registers(
+    client: TestClient,
+) -> None:
+    key = identity.generate_private_key("P-256")
+    enrolled = enroll(str(client.base_url), key, unique_name("old"), http=client)
+    assert enrolled.status == "pending"
+
+
+# ---------------------------------------------------------------- names
+
+
+@pytest.mark.parametrize(
+    ("name", "code_point"),
+    [
+        ("evil\u202egpj.exe", "U+202E"),  # right-to-left override
+        ("\u2066worker\u2069", "U+2066"),  # left-to-right isolate
+        ("work\u200ber", "U+200B"),  # zero-width space
+        ("worker\u200e", "U+200E"),  # left-to-right mark
+        ("\ufeffworker", "U+FEFF"),  # byte order mark
+        ("a\u2028b", "U+2028"),  # line separator
+        ("a\u2029b", "U+2029"),  # paragraph separator
+        ("bell\x07", "U+0007"),  # control
+        ("a\u00a0b", "U+00A0"),  # no-break space inside a name
+        ("a\u3164b", "U+3164"),  # Hangul filler, renders as nothing
+    ],
+)
+def test_a_name_with_hidden_or_reordering_characters_is_422_naming_it(
+    name: str, code_point: str, client: TestClient
+) -> None:
+    key = identity.generate_private_key("P-256")
+    response = client.post(CLIENTS, json={"name": name, "public_key": public_key_text(key, "pem")})
+    assert response.status_code == 422
+    body = response.json()
+    assert body["errors"][0]["loc"] == ["body", "name"]
+    assert code_point in body["detail"]
+
+
+def test_a_name_is_trimmed_its_spaces_collapsed_and_stored_in_nfc(
+    client: TestClient, api_keys: Keys
+) -> None:
+    stem = unique_name("caf")
+    registered = register(client, identity.generate_private_key("P-256"), f"  {stem}e\u0301   n ")
+    stored = client.get(f"{CLIENTS}/{registered['id']}", headers=api_keys.headers("viewer"))
+    assert stored.json()["name"] == f"{stem}\u00e9 n"
+
+
+def test_a_name_longer_than_100_characters_is_422(client: TestClient) -> None:
+    key = identity.generate_private_key("P-256")
+    response = client.post(
+        CLIENTS, json={"name": "x" * 101, "public_key": public_key_text(key, "pem")}
+    )
+    assert response.status_code == 422
+    assert "at most 100" in response.json()["detail"]
+
+
+def test_a_name_an_active_client_uses_is_a_conflict_even_written_another_way(
+    client: TestClient,
+) -> None:
+    stem = unique_name("dup")
+    register(client, identity.generate_private_key("P-256"), f"{stem}\u00e9")
+    other = identity.generate_private_key("P-256")
+    response = client.post(
+        CLIENTS, json={"name": f" {stem}e\u0301", "public_key": public_key_text(other, "pem")}
+    )
+    assert response.status_code == 409
+    assert "used by another client" in response.json()["detail"]
+
+
+def test_the_same_key_may_register_again_under_its_own_name(client: TestClient) -> None:
+    key, name = identity.generate_private_key("P-256"), unique_name()
+    first = register(client, key, name)
+    second = register(client, key, name)  # e.g. a client whose first answer was lost
+    assert second["id"] != first["id"]
+    assert _prove(client, key, second).status_code == 200
+
+
+def test_the_name_of_a_banned_or_expired_client_is_free(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    banned_name, expired_name = unique_name("banned"), unique_name("expired")
+    key = identity.generate_private_key("P-256")
+    banned = register(client, key, banned_name)
+    assert _prove(client, key, banned).status_code == 200
+    ban = client.post(f"{CLIENTS}/{banned['id']}/ban", headers=api_keys.headers("operator"))
+    assert ban.status_code == 200
+    expired = register(client, identity.generate_private_key("P-256"), expired_name)
+    _expire(sessions, expired)
+
+    register(client, identity.generate_private_key("P-256"), banned_name)
+    register(client, identity.generate_private_key("P-256"), expired_name)
+
+
+# ----------------------------------------------------- limits and expiry
+
+
+def test_a_burst_of_registrations_from_one_address_gets_429_with_retry_after(
+    fresh_settings: ApiSettings,
+) -> None:
+    clock = FakeClock()
+    app = limited_app(fresh_settings, clock, registration_per_minute=10)
+    with TestClient(app) as client:
+        answers = [
+            client.post(
+                CLIENTS,
+                json={
+                    "name": unique_name(),
+                    "public_key": public_key_text(identity.generate_private_key("P-256"), "pem"),
+                },
+            )
+            for _ in range(25)
+        ]
+        junk = client.post(CLIENTS, json={"name": "x"})  # refused before its body is read
+        statuses = [answer.status_code for answer in answers]
+        assert statuses == [201] * 10 + [429] * 15
+        refused = answers[-1]
+        assert refused.headers["retry-after"] == "6"  # one registration every 60 / 10 s
+        assert "at most 10 a minute" in refused.json()["detail"]
+        assert junk.status_code == 429
+
+        with TestClient(app, client=("192.0.2.7", 50000)) as elsewhere:  # another address
+            assert register(elsewhere, identity.generate_private_key("P-256"))["id"]
+
+        clock.advance(6)
+        assert register(client, identity.generate_private_key("P-256"))["id"]
+        assert client.post(CLIENTS, json={}).status_code == 429
+
+
+def test_registrations_waiting_for_their_proof_are_capped(
+    fresh_settings: ApiSettings, fresh_sessions: sessionmaker[Session]
+) -> None:
+    app = limited_app(fresh_settings, FakeClock(), max_pending_clients=3)
+    with TestClient(app) as client:
+        waiting = [(key, register(client, key)) for key in _keys(3)]
+        key = identity.generate_private_key("P-256")
+        body = {"name": unique_name(), "public_key": public_key_text(key, "pem")}
+        refused = client.post(CLIENTS, json=body)
+        assert refused.status_code == 429
+        assert "waiting for their proof" in refused.json()["detail"]
+        retry = int(refused.headers["retry-after"])
+        assert 1 <= retry <= fresh_settings.challenge_ttl_s  # until the first one expires
+
+        assert _prove(client, *waiting[0]).status_code == 200  # proven: no longer waiting
+        assert client.post(CLIENTS, json=body).status_code == 201
+        assert client.post(CLIENTS, json={**body, "name": unique_name()}).status_code == 429
+
+        _expire(fresh_sessions, waiting[1][1])  # an expired one frees its place
+        assert client.post(CLIENTS, json={**body, "name": unique_name()}).status_code == 201
+
+
+def _keys(count: int) -> list[identity.PrivateKey]:
+    return [identity.generate_private_key("P-256") for _ in range(count)]
+
+
+def test_an_unproven_registration_expires_with_its_challenge_and_is_purged(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    key = identity.generate_private_key("P-256")
+    stale = register(client, key)
+    _expire(sessions, stale)
+    viewer = api_keys.headers("viewer")
+    assert client.get(f"{CLIENTS}/{stale['id']}", headers=viewer).status_code == 200
+
+    register(client, identity.generate_private_key("P-256"))  # purges on the way
+
+    assert client.get(f"{CLIENTS}/{stale['id']}", headers=viewer).status_code == 404
+    with sessions() as session:
+        entries = audit.list_audit(session, target_type="client", target_id=stale["id"])
+    assert [entry.action for entry in entries] == ["client.expire", "client.register"]
+    assert entries[0].actor == "policy"
+
+
+def test_a_registration_an_operator_banned_is_kept_when_it_expires(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    registered = register(client, identity.generate_private_key("P-256"))
+    operator = api_keys.headers("operator")
+    assert client.post(f"{CLIENTS}/{registered['id']}/ban", headers=operator).status_code == 200
+    _expire(sessions, registered)
+
+    register(client, identity.generate_private_key("P-256"))
+
+    kept = client.get(f"{CLIENTS}/{registered['id']}", headers=api_keys.headers("viewer"))
+    assert kept.json()["status"] == "banned"

@@ -1,0 +1,51 @@
+"""What the deployment tests share: their run config, and clients put straight into the store."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from phalanx.config import RunConfig
+from phalanx.identity import (
+    PrivateKey,
+    generate_private_key,
+    public_key_fingerprint,
+    public_key_to_pem,
+)
+from phalanx.store import ClientStatus, clients
+
+
+def deployment_config(rounds: int = 1, *, nodes_timeout_s: float = 600.0) -> RunConfig:
+    """Three workers, every file on two of them: one liar is outvoted by the other two."""
+    return RunConfig.model_validate(
+        {
+            "name": "deployed",
+            "seed": 3,
+            "rounds": rounds,
+            "data": {"dataset": "digits", "model": "mlp", "samples_per_file": 16},
+            "assignment": {"scheme": "subsets", "num_workers": 3, "r": 2},
+            "training": {"optimizer": "adam", "server_lr": 0.01},
+            "deployment": {"backend": "deployment", "nodes_timeout_s": nodes_timeout_s},
+        }
+    )
+
+
+def add_client(
+    sessions: sessionmaker[Session],
+    name: str,
+    status: ClientStatus = ClientStatus.APPROVED,
+    *,
+    key: PrivateKey | None = None,
+    node_id: int | None = None,
+) -> tuple[str, PrivateKey]:
+    """Register a client straight in the store; return its id and private key."""
+    key = key or generate_private_key()
+    with sessions.begin() as session:
+        client = clients.create_client(
+            session,
+            name=name,
+            public_key=public_key_to_pem(key.public_key()),
+            fingerprint=public_key_fingerprint(key.public_key()),
+            status=status,
+            flower_node_id=node_id,
+        )
+        return client.id, key

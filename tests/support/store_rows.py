@@ -1,0 +1,46 @@
+"""Rows for the store's tests: a run, a round's data, a client, all at a fixed time."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from phalanx.store import Run, clients, runs
+from phalanx.store.rounds import RoundData
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def new_run(session: Session, *, name: str = "run", created_at: datetime = T0) -> Run:
+    return runs.create_run(session, name=name, config={"rounds": 3}, seed=7, now=created_at)
+
+
+def round_data(number: int, /, **overrides: object) -> RoundData:
+    fields: dict[str, object] = {
+        "number": number,
+        "started_at": T0 + timedelta(minutes=number),
+        "finished_at": T0 + timedelta(minutes=number, seconds=30),
+        "timings": {"collect": 20.0, "detect": 0.5},
+        "bytes_up": 10_000,
+        "bytes_down": 40_000,
+        "metrics": {"accuracy": 0.5 + number / 100, "loss": 1.0},
+        "num_flagged": 1,
+        "num_rejected": 0,
+        "assignment": {"scheme": "subsets", "r": 3},
+        "model_digest": f"digest-{number}",
+    }
+    fields.update(overrides)
+    return RoundData(**fields)  # type: ignore[arg-type]
+
+
+def new_client(session: Session, name: str, **kwargs: object) -> str:
+    client = clients.create_client(
+        session,
+        name=name,
+        public_key=f"-----BEGIN PUBLIC KEY-----\n{name}\n-----END PUBLIC KEY-----\n",
+        fingerprint=hashlib.sha256(name.encode()).hexdigest(),
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return client.id
