@@ -197,7 +197,9 @@ def detect(
     only per-round relabelling and the evidence across rounds keep in check. Workers
     that sent nothing are neither in the graph nor flagged. Distrusted workers (proven
     liars, :mod:`phalanx.detection.disputes`) are compared and drawn like any other,
-    but never supply or vote for a file's value.
+    but never supply or vote for a file's value and take no part in the search for the
+    largest agreeing group (so they can neither push an honest worker out of it nor
+    make groups tie); one that disagreed with anybody in the round is flagged again.
 
     Parameters
     ----------
@@ -236,9 +238,14 @@ def detect(
         file: compare_file(file, reps, mode=mode, tol=tol) for file, reps in sorted(by_file.items())
     }
     conflicts = conflict_graph(replied, comparisons.values())
-    cliques = maximum_cliques(conflicts)
+    # A proven liar cannot belong to the honest group, so it takes no part in the search
+    # for it: otherwise two of them disputing one honest worker would leave that worker
+    # outside a unique largest group and flag it.
+    judged = [w for w in replied if w not in distrusted]
+    cliques = maximum_cliques(conflicts.subgraph(judged))
     trusted = cliques.union
-    flagged = frozenset(replied) - trusted
+    relapsed = frozenset(w for w in replied if w in distrusted and conflicts.degree(w))
+    flagged = (frozenset(judged) - trusted) | relapsed
     suspects = trusted - cliques.core
     if cliques.is_unique:
         rule: Rule = "unique_clique"
