@@ -85,7 +85,8 @@ class Verdict:
     max_cliques : tuple of frozenset of int
         Maximum cliques of the agreement graph (at most `MAX_LISTED_CLIQUES`).
     num_max_cliques : int
-        How many maximum cliques there are.
+        How many maximum cliques there are (at least, when one conflict component has
+        more than `~phalanx.detection.cliques.MAX_LISTED_PER_COMPONENT` choices).
     degrees : dict of int to int
         Degree of each worker that replied in the agreement graph (input for
         `DegreeWindow` once mapped to stable worker ids).
