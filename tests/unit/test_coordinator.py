@@ -477,11 +477,17 @@ def test_colluders_who_tie_every_round_are_proven_across_rounds_even_after_a_res
     config = colluders_config()
     straight = run(config)
     truth = adversaries(config)
-    # No round flags them on its own: the largest agreeing groups tie.
-    rules = {r.agreement.rule for r in straight.reports if r.agreement is not None}
-    assert rules == {"unanimity"}
+    # No round flags them on its own: the largest agreeing groups tie until every
+    # colluder is proven; proven liars then take no part in the groups, which stop tying.
+    last = max(proven(straight).values())
+    rules = {r.round: r.agreement.rule for r in straight.reports if r.agreement is not None}
+    assert {rules[t] for t in rules if t <= last} == {"unanimity"}
+    assert {rules[t] for t in rules if t > last} <= {"unique_clique"}
     # Each tie is a notice naming its suspects (the colluders among them) and its drops.
     for report in straight.reports:
+        if rules[report.round] != "unanimity":
+            assert not [e for e in report.events if e.kind == EventKind.TIED_GROUPS]
+            continue
         (tie,) = [e for e in report.events if e.kind == EventKind.TIED_GROUPS]
         assert (tie.worker, tie.severity) == (None, "medium")
         assert truth <= set(tie.evidence["suspects"]) | set(report.flagged)
