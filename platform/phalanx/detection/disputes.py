@@ -185,10 +185,17 @@ def proven_liars(
     changed = True
     while changed:
         changed = False
+        # The ends of a maximal matching cover every dispute among workers not yet
+        # proven, so no matching of what is left around a worker is larger than the part
+        # of the cover left there: where even that keeps the worker within the bound,
+        # the matching itself (linear in the disputes, per worker) need not be computed.
+        cover = {v for edge in nx.maximal_matching(g.subgraph(set(g.nodes) - liars)) for v in edge}
         for w in sorted(set(g.nodes) - liars):
             partners = set(g.adj[w])
             certain = partners | liars
             rest = 0
+            if len(certain) + len(cover - certain - {w}) <= bound:
+                continue
             if len(certain) <= bound:
                 rest = len(nx.maximal_matching(g.subgraph(set(g.nodes) - certain - {w})))
                 if len(certain) + rest <= bound:
