@@ -108,6 +108,32 @@ def test_framing_attacks_never_prove_an_honest_worker(seed: int) -> None:
     honest_never_proven(liars, conflicts, bound=7)
 
 
+@pytest.mark.parametrize(
+    ("state", "match"),
+    [
+        ({"disputes": [[3, 3, 1]]}, "itself"),
+        ({"disputes": [[3]]}, "pair"),
+        ({"disputes": [[1, 2]]}, "round"),
+        ({"disputes": [[1, -2, 1]]}, "worker"),
+        ({"disputes": [[1, 2, 0]]}, "round"),
+        ({"disputes": [[1, True, 1]]}, "integer"),
+        ({"disputes": [[1, "2", 1]]}, "integer"),
+        ({"disputes": [[1, 2.5, 1]]}, "integer"),
+        ({"disputes": "12"}, "list"),
+        ({"proven": [-1]}, "worker"),
+        ({"proven": [None]}, "integer"),
+        ({"disputes": [[1, 20, 1]]}, "20"),
+        ({"proven": [15]}, "15"),
+    ],
+)
+def test_a_hostile_checkpoint_state_is_refused(state: dict[str, object], match: str) -> None:
+    """A self-dispute made a worker its own partner (an honest worker one liar short of
+    being proven), and ids outside the run's workers reached the coordinator's lookups."""
+    across = LiarsAcrossRounds(bound=7)
+    with pytest.raises(ValueError, match=match):
+        across.restore(state, num_workers=15)  # type: ignore[arg-type]
+
+
 def test_a_restored_record_continues_identically() -> None:
     """Held: state() then restore() gives the same proofs on the next rounds."""
     rng = random.Random(3)
@@ -115,7 +141,7 @@ def test_a_restored_record_continues_identically() -> None:
     rounds = [[(rng.choice([0, 1, 2]), rng.randrange(3, 15)) for _ in range(4)] for _ in range(9)]
     for t, pairs in enumerate(rounds[:4], start=1):
         first.observe(t, pairs)
-    second.restore(first.state())
+    second.restore(first.state(), num_workers=15)
     for t, pairs in enumerate(rounds[4:], start=5):
         assert first.observe(t, pairs).keys() == second.observe(t, pairs).keys()
     assert first.state() == second.state()
