@@ -129,7 +129,9 @@ class Coordinator:
         self.optimizer.load_state_dict(state["optimizer"])
         self._benched = {int(w): int(t) for w, t in state.get("benched", {}).items()}
         self._idle_rounds = int(state.get("idle_rounds", 0))
-        self._across.restore(state.get("across_rounds", {}))
+        self._across.restore(
+            state.get("across_rounds", {}), num_workers=self.config.assignment.num_workers
+        )
         channel = {k: v.numpy() for k, v in state["channel"].items()}
         self.channel.restore(channel, self.params)
 

@@ -495,7 +495,8 @@ def test_colluders_who_tie_every_round_are_proven_across_rounds_even_after_a_res
         else:
             # Once proven, their disagreements count against nobody: no tie, no suspect,
             # they alone are outside the one largest group, and never supply a value.
-            assert record.rule == "unique_clique" and set(report.flagged) == truth
+            # A proven liar is flagged again only in a round where it disagreed with anybody.
+            assert record.rule == "unique_clique" and set(report.flagged) <= truth
             assert not [e for e in report.events if e.kind == EventKind.TIED_GROUPS]
             assert all(set(d.holders) <= truth for d in record.dropped)
 

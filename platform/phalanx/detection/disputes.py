@@ -74,13 +74,49 @@ class DisputeRecord:
         return [[a, b, *ts] for (a, b), ts in sorted(self.rounds.items())]
 
     @classmethod
-    def from_state(cls, state: Iterable[Iterable[int]]) -> DisputeRecord:
-        """Rebuild a record from :meth:`to_state`."""
+    def from_state(cls, state: object, *, num_workers: int | None = None) -> DisputeRecord:
+        """Rebuild a record from :meth:`to_state`.
+
+        A checkpoint is read back like any stored input: each row must be two different
+        workers (below ``num_workers`` when given) and at least one round, all integers.
+
+        Raises
+        ------
+        ValueError
+            Naming the first row that is not.
+        """
         record = cls()
-        for row in state:
-            a, b, *ts = (int(x) for x in row)
-            record.rounds[(min(a, b), max(a, b))] = sorted(set(ts))
+        for row in _rows(state, "disputes"):
+            if not isinstance(row, list | tuple) or len(row) < 2:
+                raise ValueError(f"a dispute {row!r:.60} is not a pair of workers and rounds")
+            a, b = (_worker(x, num_workers) for x in row[:2])
+            if a == b:
+                raise ValueError(f"worker {a} is recorded in a dispute with itself")
+            ts = sorted({_integer(x, "a round") for x in row[2:]})
+            if not ts or ts[0] < 1:
+                raise ValueError(f"the dispute of workers {a} and {b} names no round from 1 on")
+            record.rounds[(min(a, b), max(a, b))] = ts
         return record
+
+
+def _rows(state: object, what: str) -> list[Any] | tuple[Any, ...]:
+    if not isinstance(state, list | tuple):
+        raise ValueError(f"{what} of the evidence across rounds is not a list")
+    return state
+
+
+def _integer(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} {value!r:.40} is not an integer")
+    return value
+
+
+def _worker(value: object, num_workers: int | None) -> int:
+    worker = _integer(value, "a worker")
+    if worker < 0 or (num_workers is not None and worker >= num_workers):
+        top = "" if num_workers is None else f" to {num_workers - 1}"
+        raise ValueError(f"worker {worker} is not a worker of this run (0{top})")
+    return worker
 
 
 @dataclass(frozen=True)
@@ -185,10 +221,17 @@ def proven_liars(
     changed = True
     while changed:
         changed = False
+        # The ends of a maximal matching cover every dispute among workers not yet
+        # proven, so no matching of what is left around a worker is larger than the part
+        # of the cover left there: where even that keeps the worker within the bound,
+        # the matching itself (linear in the disputes, per worker) need not be computed.
+        cover = {v for edge in nx.maximal_matching(g.subgraph(set(g.nodes) - liars)) for v in edge}
         for w in sorted(set(g.nodes) - liars):
             partners = set(g.adj[w])
             certain = partners | liars
             rest = 0
+            if len(certain) + len(cover - certain - {w}) <= bound:
+                continue
             if len(certain) <= bound:
                 rest = len(nx.maximal_matching(g.subgraph(set(g.nodes) - certain - {w})))
                 if len(certain) + rest <= bound:
@@ -232,7 +275,13 @@ class LiarsAcrossRounds:
         """Checkpoint form (plain lists of ints)."""
         return {"disputes": self.record.to_state(), "proven": sorted(self.proven)}
 
-    def restore(self, state: Mapping[str, Iterable[Any]]) -> None:
-        """Continue from :meth:`state`."""
-        self.record = DisputeRecord.from_state(state.get("disputes", []))
-        self.proven = {int(w) for w in state.get("proven", [])}
+    def restore(self, state: Mapping[str, object], *, num_workers: int | None = None) -> None:
+        """Continue from :meth:`state` (checked as `DisputeRecord.from_state` says).
+
+        Raises
+        ------
+        ValueError
+            When the state is malformed or names a worker outside ``0 .. num_workers - 1``.
+        """
+        self.record = DisputeRecord.from_state(state.get("disputes", []), num_workers=num_workers)
+        self.proven = {_worker(w, num_workers) for w in _rows(state.get("proven", []), "proven")}

@@ -85,7 +85,8 @@ class Verdict:
     max_cliques : tuple of frozenset of int
         Maximum cliques of the agreement graph (at most `MAX_LISTED_CLIQUES`).
     num_max_cliques : int
-        How many maximum cliques there are.
+        How many maximum cliques there are (at least, when one conflict component has
+        more than `~phalanx.detection.cliques.MAX_LISTED_PER_COMPONENT` choices).
     degrees : dict of int to int
         Degree of each worker that replied in the agreement graph (input for
         `DegreeWindow` once mapped to stable worker ids).
@@ -196,10 +197,10 @@ def detect(
     distrusted, with the weight of any other file: its replica is unverified, which
     only per-round relabelling and the evidence across rounds keep in check. Workers
     that sent nothing are neither in the graph nor flagged. Distrusted workers (proven
-    liars, :mod:`phalanx.detection.disputes`) are compared and recorded like any other,
-    but the largest agreeing groups are sought without them (their disagreements no
-    longer make an honest worker an outsider or a suspect), so each one that replied
-    is flagged as outside them, and they never supply or vote for a file's value.
+    liars, :mod:`phalanx.detection.disputes`) are compared and drawn like any other,
+    but never supply or vote for a file's value and take no part in the search for the
+    largest agreeing group (so they can neither push an honest worker out of it nor
+    make groups tie); one that disagreed with anybody in the round is flagged again.
 
     Parameters
     ----------
@@ -237,12 +238,15 @@ def detect(
     comparisons = {
         file: compare_file(file, reps, mode=mode, tol=tol) for file, reps in sorted(by_file.items())
     }
-    everyone = conflict_graph(replied, comparisons.values())
-    # A proven liar's disagreements no longer count against anyone: the groups are
-    # sought among the others, and a proven liar that replied is outside all of them.
-    cliques = maximum_cliques(everyone.subgraph(w for w in replied if w not in distrusted))
+    conflicts = conflict_graph(replied, comparisons.values())
+    # A proven liar cannot belong to the honest group, so it takes no part in the search
+    # for it: otherwise two of them disputing one honest worker would leave that worker
+    # outside a unique largest group and flag it.
+    judged = [w for w in replied if w not in distrusted]
+    cliques = maximum_cliques(conflicts.subgraph(judged))
     trusted = cliques.union
-    flagged = frozenset(replied) - trusted
+    relapsed = frozenset(w for w in replied if w in distrusted and conflicts.degree(w))
+    flagged = (frozenset(judged) - trusted) | relapsed
     suspects = trusted - cliques.core
     if cliques.is_unique:
         rule: Rule = "unique_clique"
@@ -265,7 +269,7 @@ def detect(
     accepted = {file: r for file, r in chosen.items() if r is not None}
     evidence = {
         w: _clique_evidence(
-            w, everyone, comparisons, accepted, trusted, rule, cliques.count, mode, tol
+            w, conflicts, comparisons, accepted, trusted, rule, cliques.count, mode, tol
         )
         for w in sorted(flagged)
     }
@@ -276,7 +280,7 @@ def detect(
         evidence,
         rule,
         cliques,
-        degrees={w: len(replied) - 1 - everyone.degree(w) for w in replied},
+        degrees={w: len(replied) - 1 - conflicts.degree(w) for w in replied},
         conflicts=_conflict_files(comparisons.values()),
         suspects=suspects,
         drops=_drop_reasons(assignment, comparisons, accepted, flagged | distrusted, suspects),
