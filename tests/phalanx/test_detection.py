@@ -422,7 +422,9 @@ def test_a_proven_liar_never_supplies_a_value_even_inside_the_unique_clique() ->
     ]
     assert detect(assignment, replicas).accepted_from[file] in liars
     verdict = detect(assignment, replicas, distrusted=liars)
-    assert verdict.rule == "unique_clique" and verdict.flagged == frozenset()  # they disputed nobody
+    assert (
+        verdict.rule == "unique_clique" and verdict.flagged == frozenset()
+    )  # they disputed nobody
     assert verdict.drops[file].reason == "untrusted"
     assert verdict.drops[file].holders == (0, 1, 2)
     assert set(verdict.drops[file].digests) == {0, 1, 2}
