@@ -11,7 +11,6 @@ Tests that drive the browser are marked ``browser`` (``pytest -m browser``).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.support.live_server import free_port
 
 #: Debian's Chromium; Playwright's own browser download is not used.
 CHROMIUM = os.environ.get("PHALANX_CHROMIUM", "/usr/bin/chromium")
@@ -41,13 +42,6 @@ UVICORN = [
 ]
 #: Seconds the server gets to answer /healthz after starting.
 STARTUP_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextmanager
@@ -73,7 +67,7 @@ def serve(database_url: str, data_dir: Path, **settings: str) -> Iterator[str]:
     log_path = data_dir / "uvicorn.log"
     with log_path.open("ab") as log:
         for _ in range(3):  # the probed port can be taken before uvicorn binds it
-            port = _free_port()
+            port = free_port()
             process = subprocess.Popen(
                 [*UVICORN, "--port", str(port)],
                 env=env,
