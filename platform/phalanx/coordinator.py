@@ -28,7 +28,7 @@ from phalanx.breakdown import fitted_options, rule_inputs
 from phalanx.channel import make_channel
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
-from phalanx.detection import Replica, Verdict, detect, payload_digest
+from phalanx.detection import Replica, Verdict, compare_round, judge, payload_digest
 from phalanx.detection.disputes import LiarsAcrossRounds
 from phalanx.event_kinds import FAULT_KINDS, EventKind
 from phalanx.exchange import Transport
@@ -46,7 +46,7 @@ from phalanx.replies import (
     Task,
     check_reply,
 )
-from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, tie_event
+from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, suspects_event
 from phalanx.roster import Member
 from phalanx.training import derive_seed, evaluate
 
@@ -218,26 +218,28 @@ class Coordinator:
             raise RunFailedError(f"round {t}: {failed}")
         lap("verify")
 
-        verdict = detect(
-            assignment,
-            replicas,
-            mode=self.config.detection.mode,
-            tol=self.config.detection.tolerance,
+        detection = self.config.detection
+        compared = compare_round(assignment, replicas, mode=detection.mode, tol=detection.tolerance)
+        # The round's own disputes join the run's record before anything is decided, so a
+        # worker they prove a liar is flagged now; a worker merely outside the largest
+        # agreeing group is no more than a suspect (see `judge`).
+        proofs = self._across.observe(t, compared.conflicts()) if detection.across_rounds else {}
+        verdict = judge(
+            compared,
             f=self.config.aggregation.f,
-            on_tie=self.config.detection.on_tie,
-            outlier_threshold=self.config.detection.outlier_threshold,
+            on_tie=detection.on_tie,
+            outlier_threshold=detection.outlier_threshold,
             distrusted=frozenset(self._across.proven),
+            outsiders="suspect" if detection.across_rounds else "flag",
         )
         flags: dict[int, tuple[str, str, dict[str, Any]]] = {
-            w: (e.kind, e.severity, e.to_dict()) for w, e in verdict.evidence.items()
+            w: (EventKind.DISPUTES_ACROSS_ROUNDS, "high", proof.to_dict())
+            for w, proof in proofs.items()
         }
-        if self.config.detection.across_rounds:
-            # A worker this round already flagged is proven too, without a second event.
-            for worker, proof in self._across.observe(t, verdict.conflicts).items():
-                proven = (EventKind.DISPUTES_ACROSS_ROUNDS, "high", proof.to_dict())
-                flags.setdefault(worker, proven)
+        for w, e in verdict.evidence.items():
+            flags.setdefault(w, (e.kind, e.severity, e.to_dict()))
         if verdict.suspects:
-            events.append(tie_event(verdict, t))
+            events.append(suspects_event(verdict, t))
         lap("detect")
 
         step = self._step(t, verdict, replicas)

@@ -11,8 +11,9 @@ Three families, because an operator must never take one for another:
   never high severity and never bans a client when an operator confirms it.
 
 Beside them, **round notices** (:data:`ROUND_KINDS`) name no single worker: a round whose
-largest agreeing groups tied records the suspects and the files it left out (medium
-severity; confirming one bans nobody).
+largest agreeing groups tied, or whose largest group left out workers that nothing yet
+proves to lie, records those suspects and the files it left out (medium severity;
+confirming one bans nobody).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class EventKind(StrEnum):
     WORKER_ERROR = "worker_error"
     UNCHECKED_REPLY = "unchecked_reply"
     TIED_GROUPS = "tied_groups"
+    UNPROVEN_OUTSIDERS = "unproven_outsiders"
 
 
 #: Kinds by which detection judges a worker to lie: the worker is flagged.
@@ -76,7 +78,7 @@ REJECTION_KINDS = frozenset(
 FAULT_KINDS = frozenset({EventKind.WORKER_ERROR, EventKind.UNCHECKED_REPLY})
 
 #: Kinds about a round rather than one worker: detection could not decide, and says so.
-ROUND_KINDS = frozenset({EventKind.TIED_GROUPS})
+ROUND_KINDS = frozenset({EventKind.TIED_GROUPS, EventKind.UNPROVEN_OUTSIDERS})
 
 
 def bans_on_confirm(kind: str) -> bool:

@@ -77,24 +77,37 @@ def rejection_event(rejection: Rejection, client_id: str | None, t: int) -> Even
     )
 
 
-def tie_event(verdict: Verdict, t: int) -> EventReport:
-    """Build round ``t``'s notice that its largest agreeing groups tied.
+def suspects_event(verdict: Verdict, t: int) -> EventReport:
+    """Build round ``t``'s notice of its suspects, workers left unflagged on purpose.
 
-    It names the suspects (workers outside one of the tied groups but inside another,
-    so not flagged) and the files the round left out for it, in data and in words.
+    They are outside a largest group of mutually agreeing workers, which proves nothing
+    on one round: the groups tied (kind ``tied_groups``), or colluders may have outvoted
+    them (``unproven_outsiders``). The notice names them and the files the round left out
+    for them, in data and in words.
     """
     suspects = sorted(verdict.suspects)
     left_out = sorted(
         f for f, d in verdict.drops.items() if d.reason in ("disputed", "suspects_only")
     )
     size = len(verdict.max_cliques[0]) if verdict.max_cliques else 0
-    summary = (
-        f"Round {t}: {verdict.num_max_cliques} largest groups of mutually agreeing workers "
-        f"tied ({size} workers each), so the round could not tell which one is honest. "
-        f"{name_numbers('Worker', 'Workers', suspects)} {'is' if len(suspects) == 1 else 'are'} "
-        "outside one of them and inside another: any of them may be lying, none is "
-        "flagged on this round alone. "
-    )
+    names = name_numbers("Worker", "Workers", suspects)
+    one = len(suspects) == 1
+    if verdict.num_max_cliques > 1:
+        kind = EventKind.TIED_GROUPS
+        summary = (
+            f"Round {t}: {verdict.num_max_cliques} largest groups of mutually agreeing workers "
+            f"tied ({size} workers each), so the round could not tell which one is honest. "
+            f"{names} {'is' if one else 'are'} outside one of them: any of them may be lying, "
+            "none is flagged on this round alone. "
+        )
+    else:
+        kind = EventKind.UNPROVEN_OUTSIDERS
+        summary = (
+            f"Round {t}: {names} disagreed with the largest group of mutually agreeing workers "
+            f"({size} workers), which proves nothing on one round: colluders who share a file "
+            f"can outvote an honest worker. {'It is' if one else 'They are'} not flagged "
+            "unless the disputes across rounds prove it. "
+        )
     if left_out:
         verb = "was" if len(left_out) == 1 else "were"
         summary += f"{name_numbers('File', 'Files', left_out)} {verb} left out."
@@ -103,7 +116,7 @@ def tie_event(verdict: Verdict, t: int) -> EventReport:
     return EventReport(
         worker=None,
         client_id=None,
-        kind=EventKind.TIED_GROUPS,
+        kind=kind,
         severity="medium",
         evidence={
             "round": t,

@@ -473,6 +473,47 @@ def proven(sink: FakeSink) -> dict[int, int]:
     }
 
 
+def test_an_honest_worker_two_colluders_outvote_is_never_flagged() -> None:
+    # Two colluders lie only on files where they hold the majority: everyone but the
+    # honest third holder is the unique largest group (the Aspis rule flags that worker).
+    config = small_config(
+        rounds=4,
+        assignment={"scheme": "bibd", "num_workers": 15, "r": 3},
+        attack={"q": 2, "strategy": "only_majorities", "selection": "strong"},
+    )
+    sink = run(config)
+    truth = adversaries(config)
+    notices = [e for r in sink.reports for e in r.events if e.kind == EventKind.UNPROVEN_OUTSIDERS]
+    assert notices, "the colluders never outvoted anybody: the test proves nothing"
+    for report in sink.reports:
+        assert set(report.flagged) <= truth
+        record = report.agreement
+        assert record is not None
+        for notice in (e for e in report.events if e.kind == EventKind.UNPROVEN_OUTSIDERS):
+            assert (notice.worker, notice.severity) == (None, "medium")
+            assert not set(notice.evidence["suspects"]) & truth
+            # The file they outvoted the suspect on keeps no value.
+            left_out = {d["file"] for d in notice.evidence["left_out"]}
+            assert left_out and left_out <= set(report.dropped_files)
+            assert all(
+                d.reason == "disputed" and len(set(d.holders) & truth) == 2
+                for d in record.dropped
+                if d.file in left_out
+            )
+
+
+def test_without_evidence_across_rounds_the_outvoted_worker_is_flagged_as_aspis_does() -> None:
+    config = small_config(
+        rounds=1,
+        assignment={"scheme": "bibd", "num_workers": 15, "r": 3, "relabel": False},
+        attack={"q": 2, "strategy": "only_majorities", "selection": "strong"},
+        detection={"across_rounds": False},
+    )
+    (report,) = run(config).reports
+    assert report.flagged and not set(report.flagged) & adversaries(config)
+    assert {e.kind for e in report.events} == {EventKind.OUTSIDE_MAX_CLIQUE}
+
+
 def test_colluders_who_tie_every_round_are_proven_across_rounds_even_after_a_resume() -> None:
     config = colluders_config()
     straight = run(config)
@@ -483,8 +524,9 @@ def test_colluders_who_tie_every_round_are_proven_across_rounds_even_after_a_res
     for report in straight.reports:
         record = report.agreement
         assert record is not None and record.num_dropped == len(report.dropped_files)
-        before = {w for w, t in proven(straight).items() if t < report.round}
-        if before != truth:
+        # A round's own disputes count towards its proofs before it decides anything.
+        by_now = {w for w, t in proven(straight).items() if t <= report.round}
+        if by_now != truth:
             # Until they are proven, no round flags them on its own: the largest groups
             # tie, and each tie is a notice naming its suspects and what it left out.
             assert record.rule == "unanimity"

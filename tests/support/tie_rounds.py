@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment
 from phalanx.detection import Replica, detect, payload_digest
-from phalanx.reports import tie_event
+from phalanx.reports import suspects_event
 from phalanx.store import EventData, RoundData, Severity, rounds, runs
 
 
@@ -27,7 +27,7 @@ def seed_tie(sessions: sessionmaker[Session]) -> tuple[str, set[int]]:
             replicas.append(Replica(w, f, value, payload_digest(value.numpy().tobytes())))
     verdict = detect(assignment, replicas)
     assert verdict.rule == "unanimity" and verdict.suspects == {0, 1, 2, 3}
-    notice = tie_event(verdict, 1)
+    notice = suspects_event(verdict, 1)
     now = datetime(2025, 1, 1, tzinfo=UTC)
     config = {"name": "tie", "rounds": 3, "assignment": {"scheme": "subsets", "num_workers": 6}}
     with sessions.begin() as session:

@@ -38,6 +38,9 @@ KIND_HEADLINES: Mapping[str, str] = {
     EventKind.WORKER_ERROR: "Failed to compute its update (a fault, not a lie)",
     EventKind.UNCHECKED_REPLY: "Sent a reply the coordinator could not check",
     EventKind.TIED_GROUPS: "Largest agreeing groups tied: suspects named, disputed files left out",
+    EventKind.UNPROVEN_OUTSIDERS: (
+        "Outside the largest agreeing group, not proven: suspects named, disputed files left out"
+    ),
 }
 
 #: What a reviewer should weigh, per kind.
@@ -76,6 +79,14 @@ KIND_ADVICE: Mapping[str, str] = {
         "include the honest workers the colluders targeted; the evidence across rounds "
         "(disputes_across_rounds) separates them as the rounds go on. Confirming this "
         "notice bans nobody."
+    ),
+    EventKind.UNPROVEN_OUTSIDERS: (
+        "Two colluders who share a file with one honest worker can outvote it, leaving the "
+        "honest worker alone outside the largest agreeing group: one round cannot tell that "
+        "from a lone liar. Nobody was flagged for it and the disputed files were left out. "
+        "A liar keeps disputing different workers and is proven across rounds "
+        "(disputes_across_rounds); an honest worker is not. Confirming this notice bans "
+        "nobody."
     ),
     EventKind.OVERFLOW: (
         "The update's norm is many orders of magnitude beyond any gradient step: with it, "

@@ -21,7 +21,8 @@ One concept per module:
 * :mod:`~phalanx.detection.outliers`: the r = 1 outlier score;
 * :mod:`~phalanx.detection.ties`: what a file keeps when maximum cliques tie;
 * :mod:`~phalanx.detection.evidence`: `Evidence`, `FileDispute` and their English;
-* :mod:`~phalanx.detection.verdict`: `detect` and its `Verdict`;
+* :mod:`~phalanx.detection.verdict`: `judge`, `detect` and their `Verdict`;
+* :mod:`~phalanx.detection.disputes`: the disputes across rounds and the liars they prove;
 * :mod:`~phalanx.detection.degrees`: Aspis+'s `DegreeWindow`.
 """
 
@@ -31,8 +32,10 @@ from phalanx.detection.comparison import (
     FileComparison,
     Mode,
     Replica,
+    RoundComparison,
     compare_file,
     compare_replicas,
+    compare_round,
     payload_digest,
     relative_distances,
     replicas_agree,
@@ -48,7 +51,7 @@ from phalanx.detection.evidence import (
 from phalanx.detection.graph import agreement_graph, conflict_graph
 from phalanx.detection.outliers import DEFAULT_OUTLIER_THRESHOLD, outlier_scores
 from phalanx.detection.ties import TiePolicy
-from phalanx.detection.verdict import MAX_LISTED_CLIQUES, Rule, Verdict, detect
+from phalanx.detection.verdict import MAX_LISTED_CLIQUES, Outsiders, Rule, Verdict, detect, judge
 
 __all__ = [
     "DEFAULT_OUTLIER_THRESHOLD",
@@ -61,8 +64,10 @@ __all__ = [
     "FileDispute",
     "MaximumCliques",
     "Mode",
+    "Outsiders",
     "Replica",
     "ReplicaDistance",
+    "RoundComparison",
     "Rule",
     "Severity",
     "TiePolicy",
@@ -70,8 +75,10 @@ __all__ = [
     "agreement_graph",
     "compare_file",
     "compare_replicas",
+    "compare_round",
     "conflict_graph",
     "detect",
+    "judge",
     "low_degree_workers",
     "maximum_cliques",
     "outlier_scores",

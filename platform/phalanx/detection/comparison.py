@@ -206,6 +206,67 @@ def group_by_file(assignment: Assignment, replicas: Sequence[Replica]) -> dict[i
     return by_file
 
 
+@dataclass(frozen=True, eq=False)
+class RoundComparison:
+    """Every file of a round compared: what `judge` decides on.
+
+    Attributes
+    ----------
+    assignment : Assignment
+        The round's assignment.
+    by_file : dict of int to list of Replica
+        The replicas that arrived, by file.
+    replied : tuple of int
+        Workers that sent at least one replica, in increasing order.
+    comparisons : dict of int to FileComparison
+        `compare_file` of every file with a replica (empty when no file has two).
+    mode : {"exact", "tolerance", "auto"}
+        How the replicas were compared.
+    tol : float
+        The relative tolerance they were compared with.
+    """
+
+    assignment: Assignment
+    by_file: dict[int, list[Replica]]
+    replied: tuple[int, ...]
+    comparisons: dict[int, FileComparison]
+    mode: Mode = "auto"
+    tol: float = DEFAULT_TOL
+
+    def conflicts(self) -> dict[tuple[int, int], tuple[int, ...]]:
+        """Each pair of workers ``(a, b)``, ``a < b``, that disagreed, with the files."""
+        files: dict[tuple[int, int], list[int]] = {}
+        for c in self.comparisons.values():
+            for pair in c.conflicts():
+                files.setdefault(pair, []).append(c.file)
+        return {pair: tuple(fs) for pair, fs in sorted(files.items())}
+
+
+def compare_round(
+    assignment: Assignment,
+    replicas: Sequence[Replica],
+    *,
+    mode: Mode = "auto",
+    tol: float = DEFAULT_TOL,
+) -> RoundComparison:
+    """Compare the replicas of every file of a round (none when no file has two)."""
+    check_mode(mode, tol)
+    by_file = group_by_file(assignment, replicas)
+    comparisons = (
+        {}
+        if all(len(reps) == 1 for reps in by_file.values())
+        else {f: compare_file(f, reps, mode=mode, tol=tol) for f, reps in sorted(by_file.items())}
+    )
+    return RoundComparison(
+        assignment=assignment,
+        by_file=by_file,
+        replied=tuple(sorted({r.worker for r in replicas})),
+        comparisons=comparisons,
+        mode=mode,
+        tol=tol,
+    )
+
+
 def compare_replicas(
     assignment: Assignment,
     replicas: Sequence[Replica],

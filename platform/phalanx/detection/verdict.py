@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -18,9 +18,8 @@ from phalanx.detection.comparison import (
     FileComparison,
     Mode,
     Replica,
-    check_mode,
-    compare_file,
-    group_by_file,
+    RoundComparison,
+    compare_round,
 )
 from phalanx.detection.evidence import Evidence, FileDispute, ReplicaDistance
 from phalanx.detection.graph import conflict_graph
@@ -28,6 +27,7 @@ from phalanx.detection.outliers import DEFAULT_OUTLIER_THRESHOLD, outlier_scores
 from phalanx.detection.ties import TiePolicy, majority_replica, unanimous_replica
 
 Rule = Literal["unique_clique", "majority", "unanimity", "outlier", "none"]
+Outsiders = Literal["flag", "suspect"]
 DropReason = Literal["no_replica", "untrusted", "disputed", "suspects_only"]
 """Why a file kept no value: nothing arrived; every replica came from a flagged or
 distrusted worker; its trusted replicas disagreed (maximum cliques tie); or every
@@ -94,8 +94,9 @@ class Verdict:
         The edges of the conflict graph: each pair of workers ``(a, b)``, ``a < b``,
         whose replicas disagreed, with the files they disagreed on.
     suspects : frozenset of int
-        When maximum cliques tie: the workers outside at least one of them but not
-        flagged (inside another). Empty when the clique is unique.
+        Workers outside some maximum clique but not flagged: inside another when they
+        tie, or, when outsiders are not flagged (`judge`'s ``outsiders="suspect"``),
+        every unproven worker outside the largest group.
     drops : dict of int to DroppedFile
         Each file of `dropped`: why it has no accepted value, its holders, its replicas.
     """
@@ -136,6 +137,18 @@ class Verdict:
             return self.evidence[worker].summary()
         if worker not in self.degrees:
             return f"Worker {worker} sent no replica this round, so there is nothing to judge."
+        if worker in self.suspects:
+            where = (
+                "the unique largest group of mutually agreeing workers"
+                if self.rule == "unique_clique"
+                else f"at least one of the {self.num_max_cliques} tied largest groups of "
+                "mutually agreeing workers"
+            )
+            return (
+                f"Worker {worker} was not flagged: it is outside {where}, which alone proves "
+                "nothing (colluders can outvote or tie an honest worker); the files it "
+                "disputed were left out."
+            )
         reason = {
             "unique_clique": "it belongs to the unique largest group of mutually agreeing "
             f"workers ({len(self.max_cliques[0]) if self.max_cliques else 0} workers)",
@@ -159,21 +172,53 @@ def detect(
     f: int = 0,
     on_tie: TiePolicy = "drop_disputed",
     distrusted: frozenset[int] = frozenset(),
+    outsiders: Outsiders = "flag",
 ) -> Verdict:
     """Decide which workers lie and which value each file keeps.
 
-    Rules, after comparing the replicas of each file (`compare_file`):
+    `compare_round` followed by `judge`; the parameters are theirs.
 
-    * A unique maximum clique of the agreement graph: every worker that replied and is
-      outside it is flagged; each file keeps the replica of its lowest-numbered worker
-      inside the clique, and is dropped if no clique member replied for it.
-    * Several maximum cliques (ties, as a strong attack can arrange): only workers
-      outside the union of all maximum cliques are flagged. Any worker inside some
-      maximum clique might be honest, since that clique might be the honest one, and
-      flagging it would punish an honest worker on a coin toss. A worker in none of
-      them cannot be honest as long as the honest workers form a largest agreeing group
-      (the premise of Aspis): that group would then be one of the maximum cliques and
-      contain it. Which value each file keeps follows ``on_tie``:
+    Returns
+    -------
+    Verdict
+    """
+    return judge(
+        compare_round(assignment, replicas, mode=mode, tol=tol),
+        outlier_threshold=outlier_threshold,
+        f=f,
+        on_tie=on_tie,
+        distrusted=distrusted,
+        outsiders=outsiders,
+    )
+
+
+def judge(
+    compared: RoundComparison,
+    *,
+    outlier_threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
+    f: int = 0,
+    on_tie: TiePolicy = "drop_disputed",
+    distrusted: frozenset[int] = frozenset(),
+    outsiders: Outsiders = "flag",
+) -> Verdict:
+    """Decide, from a compared round, which workers lie and which value each file keeps.
+
+    Rules, on the agreement graph of the workers that replied (`RoundComparison`):
+
+    * A unique maximum clique: with ``outsiders="flag"`` (Aspis), every worker that
+      replied and is outside it is flagged, and each file keeps the replica of its
+      lowest-numbered worker inside the clique (dropped if no clique member replied for
+      it). That rests on a premise no round can check, that the honest workers form the
+      largest agreeing group: two colluders who outvote the honest third holder of
+      their file make everyone but that honest worker the unique largest group. With
+      ``outsiders="suspect"`` the outsiders become *suspects* instead (flags then come
+      from proofs, :mod:`phalanx.detection.disputes`, passed in as ``distrusted``), and a
+      file keeps a value only when all its replicas that may vote agree, as in a tie.
+    * Several maximum cliques (ties, as a strong attack can arrange): workers inside
+      some maximum clique but outside another are suspects, never flagged: the honest
+      group might be any of them. Workers outside all of them are flagged with
+      ``outsiders="flag"`` and suspects with ``"suspect"``. Which value each file keeps
+      follows ``on_tie``:
 
       - ``"drop_disputed"`` (default): a file keeps a value only when all its unflagged
         replicas agree, and is dropped otherwise. A tie means the round cannot tell
@@ -185,33 +230,26 @@ def detect(
         majority of its unflagged replicas (flagged replicas do not vote), and is
         dropped without one. Two colluders sharing a file with one honest worker
         win it.
-      In both cases a file whose unflagged replicas all come from *suspects* (workers
-      outside some maximum clique) keeps no value: with replicas from suspects alone
-      it may be a colluders' file that nobody honest checked.
+    * A file whose replicas that may vote all come from suspects keeps no value: it may
+      be a colluders' file that nobody honest checked.
     * No file with two or more replicas (r = 1, or only stragglers left): updates are
       scored with `outlier_scores` and workers with a score above ``outlier_threshold``
       are flagged with severity ``"low"``; disabled with ``outlier_threshold=None`` or
       when fewer than ``f + 3`` replicas arrived.
 
-    A file with a single replica is accepted when its worker is neither flagged nor
-    distrusted, with the weight of any other file: its replica is unverified, which
-    only per-round relabelling and the evidence across rounds keep in check. Workers
-    that sent nothing are neither in the graph nor flagged. Distrusted workers (proven
-    liars, :mod:`phalanx.detection.disputes`) are compared and drawn like any other,
-    but never supply or vote for a file's value and take no part in the search for the
-    largest agreeing group (so they can neither push an honest worker out of it nor
-    make groups tie); one that disagreed with anybody in the round is flagged again.
+    A file with a single replica is accepted when its worker is neither flagged,
+    distrusted nor a suspect, with the weight of any other file: its replica is
+    unverified, which only per-round relabelling and the evidence across rounds keep in
+    check. Workers that sent nothing are neither in the graph nor flagged. Distrusted
+    workers (proven liars) are compared and drawn like any other, but never supply or
+    vote for a file's value and take no part in the search for the largest agreeing
+    group (so they can neither push an honest worker out of it nor make groups tie);
+    one that disagreed with anybody in the round is flagged.
 
     Parameters
     ----------
-    assignment : Assignment
-        This round's assignment.
-    replicas : sequence of Replica
-        What arrived; missing replicas are allowed.
-    mode : {"exact", "tolerance", "auto"}
-        How replicas are compared (see `replicas_agree`).
-    tol : float
-        Relative L2 tolerance (see `DEFAULT_TOL`).
+    compared : RoundComparison
+        The round's replicas, compared (`compare_round`).
     outlier_threshold : float or None
         Robust z-score threshold for r = 1 outliers.
     f : int
@@ -220,56 +258,68 @@ def detect(
         What a file keeps when maximum cliques tie (see above).
     distrusted : frozenset of int
         Workers whose replicas never become or choose a file's value.
+    outsiders : {"flag", "suspect"}
+        What becomes of the workers outside the largest agreeing group (see above).
 
     Returns
     -------
     Verdict
     """
-    check_mode(mode, tol)
     if on_tie not in get_args(TiePolicy):
         raise ValueError(f"on_tie must be one of {get_args(TiePolicy)}, got {on_tie!r}")
-    by_file = group_by_file(assignment, replicas)
-    replied = sorted({r.worker for r in replicas})
-    if all(len(reps) == 1 for reps in by_file.values()):
+    if outsiders not in get_args(Outsiders):
+        raise ValueError(f"outsiders must be one of {get_args(Outsiders)}, got {outsiders!r}")
+    assignment, replied, comparisons = compared.assignment, compared.replied, compared.comparisons
+    if not comparisons:
         return _detect_single_replicas(
-            assignment, by_file, replied, outlier_threshold, f, distrusted
+            assignment, compared.by_file, replied, outlier_threshold, f, distrusted
         )
-
-    comparisons = {
-        file: compare_file(file, reps, mode=mode, tol=tol) for file, reps in sorted(by_file.items())
-    }
     conflicts = conflict_graph(replied, comparisons.values())
     # A proven liar cannot belong to the honest group, so it takes no part in the search
     # for it: otherwise two of them disputing one honest worker would leave that worker
     # outside a unique largest group and flag it.
-    judged = [w for w in replied if w not in distrusted]
+    judged = frozenset(w for w in replied if w not in distrusted)
     cliques = maximum_cliques(conflicts.subgraph(judged))
     trusted = cliques.union
     relapsed = frozenset(w for w in replied if w in distrusted and conflicts.degree(w))
-    flagged = (frozenset(judged) - trusted) | relapsed
-    suspects = trusted - cliques.core
-    if cliques.is_unique:
-        rule: Rule = "unique_clique"
+    if outsiders == "flag":
+        flagged = (judged - trusted) | relapsed
+        suspects = trusted - cliques.core
+    else:
+        flagged = relapsed
+        suspects = judged - cliques.core
+    untrusted = flagged | distrusted
+    rule: Rule
+    if cliques.is_unique and outsiders == "flag":
+        rule = "unique_clique"
         chosen = {
             file: next(
-                (r for r in c.replicas if r.worker in trusted and r.worker not in distrusted),
-                None,
+                (r for r in c.replicas if r.worker in trusted and r.worker not in untrusted), None
             )
             for file, c in comparisons.items()
         }
     else:
-        rule = "unanimity" if on_tie == "drop_disputed" else "majority"
-        pick = unanimous_replica if on_tie == "drop_disputed" else majority_replica
+        if cliques.is_unique:
+            rule = "unique_clique"
+        else:
+            rule = "unanimity" if on_tie == "drop_disputed" else "majority"
+        pick = majority_replica if rule == "majority" else unanimous_replica
         chosen = {
-            file: None
-            if _suspects_only(c, flagged | distrusted, suspects)
-            else pick(c, flagged | distrusted)
+            file: None if _suspects_only(c, untrusted, suspects) else pick(c, untrusted)
             for file, c in comparisons.items()
         }
     accepted = {file: r for file, r in chosen.items() if r is not None}
     evidence = {
         w: _clique_evidence(
-            w, conflicts, comparisons, accepted, trusted, rule, cliques.count, mode, tol
+            w,
+            conflicts,
+            comparisons,
+            accepted,
+            trusted,
+            rule,
+            cliques.count,
+            compared.mode,
+            compared.tol,
         )
         for w in sorted(flagged)
     }
@@ -281,9 +331,9 @@ def detect(
         rule,
         cliques,
         degrees={w: len(replied) - 1 - conflicts.degree(w) for w in replied},
-        conflicts=_conflict_files(comparisons.values()),
+        conflicts=compared.conflicts(),
         suspects=suspects,
-        drops=_drop_reasons(assignment, comparisons, accepted, flagged | distrusted, suspects),
+        drops=_drop_reasons(assignment, comparisons, accepted, untrusted, suspects),
     )
 
 
@@ -328,17 +378,6 @@ def _drop_reasons(
             digests={r.worker: r.digest for r in replicas},
         )
     return drops
-
-
-def _conflict_files(
-    comparisons: Iterable[FileComparison],
-) -> dict[tuple[int, int], tuple[int, ...]]:
-    """Each pair of workers that disagreed, with the files they disagreed on."""
-    files: dict[tuple[int, int], list[int]] = {}
-    for c in comparisons:
-        for pair in c.conflicts():
-            files.setdefault(pair, []).append(c.file)
-    return {pair: tuple(fs) for pair, fs in sorted(files.items())}
 
 
 def _clique_evidence(

@@ -1,6 +1,6 @@
 """A round whose largest agreeing groups tied: its notice, its suspects and its dropped files.
 
-Recorded as the coordinator records it (:func:`phalanx.reports.tie_event`, the round's
+Recorded as the coordinator records it (:func:`phalanx.reports.suspects_event`, the round's
 :class:`~phalanx.agreement_record.AgreementRecord`), then read through the API and the
 dashboard on SQLite and PostgreSQL.
 """
