@@ -21,14 +21,15 @@ fraction is derived from the report and the ground truth of the simulation:
    file send one and the same distorted value.
 2. **Which replicas may supply a value.** A file's holders that replied
    (``agreement.replied``), less the workers the round's verdict flagged
-   (``agreement.flagged``) and the workers proven liars in earlier rounds, whose
-   replicas never supply a value again. The proven set is not in the reports as
-   such (a worker flagged by the round's clique and proven in the same round gets
-   the clique's event only), so it is replayed: :class:`LiarsAcrossRounds` at the
-   run's bound, fed with each round's conflict edges (``agreement.conflicts``,
-   every one of them when the record is ``complete``), is the coordinator's own
-   rule on its own record. Every ``disputes_across_rounds`` event of a round must
-   be among the replay's new proofs of that round.
+   (``agreement.flagged``) and the workers proven liars by then, the round's own
+   disputes included (the coordinator adds them to the record before it decides),
+   whose replicas never supply a value again. The proven set is not in the reports
+   as such (a liar proven earlier that disputes again is flagged by the round's
+   verdict), so it is replayed: :class:`LiarsAcrossRounds` at the run's bound, fed
+   with each round's conflict edges (``agreement.conflicts``, every one of them
+   when the record is ``complete``), is the coordinator's own rule on its own
+   record. Every ``disputes_across_rounds`` event of a round must be among the
+   replay's new proofs of that round.
 3. **Which files are distorted.** A file outside the round's dropped files
    (``dropped_files``; ``agreement.dropped`` gives their reasons) kept the value
    of one of its suppliers, and those all agree: with a unique largest group they
@@ -36,7 +37,7 @@ fraction is derived from the report and the ground truth of the simulation:
    default these runs use) a file keeps a value only when they are unanimous. So
    the file is distorted exactly when its suppliers are.
 4. **Check.** The same model predicts the dropped files: no supplier, suppliers
-   that disagree, or suppliers that are all suspects of a tie
+   that disagree, or suppliers that are all suspects
    (``agreement.suspects``). A row is ``consistent`` when, in every round, the
    prediction is the reported set and the replayed proofs match the events.
 """
@@ -140,9 +141,9 @@ def round_distortion(
         Workers whose replies reached detection.
     excluded : iterable of int
         Workers whose replicas supply no value this round: flagged by the round's
-        verdict, or proven liars before it.
+        verdict, or proven liars by then (the round's own disputes included).
     suspects : iterable of int
-        The suspects of a tie (empty when the largest group was unique).
+        The round's suspects: outside a largest agreeing group, not proven.
     dropped : iterable of int
         The files the round reports as dropped.
     """
@@ -211,7 +212,7 @@ def derive(config: RunConfig, reports: Sequence[RoundReport]) -> Derivation:
             assignment.files,
             plan,
             replied=record.replied if record else (),
-            excluded={*(record.flagged if record else ()), *earlier},
+            excluded={*(record.flagged if record else ()), *earlier, *new},
             suspects=record.suspects if record else (),
             dropped=report.dropped_files,
         )
