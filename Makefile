@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py
 	$(PY) benchmarks/eval_robustness.py --jobs 2
 	$(PY) benchmarks/eval_proofs.py
+	$(PY) benchmarks/eval_default_rule.py --jobs 2
 	$(PY) benchmarks/eval_compression.py --jobs 2
 	$(PY) benchmarks/bench_codec.py
 	$(PY) benchmarks/bench_aggregation.py
@@ -52,6 +53,7 @@ bench-quick: $(STAMP)
 	$(PY) benchmarks/eval_distortion.py --quick
 	$(PY) benchmarks/eval_robustness.py --quick
 	$(PY) benchmarks/eval_proofs.py --quick
+	$(PY) benchmarks/eval_default_rule.py --quick
 	$(PY) benchmarks/eval_compression.py --quick
 	$(PY) benchmarks/bench_codec.py --quick
 	$(PY) benchmarks/bench_aggregation.py --quick

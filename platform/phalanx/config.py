@@ -6,7 +6,7 @@ import json
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     ConfigDict,
@@ -191,9 +191,12 @@ class AggregationConfig(_Section):
     to be accepted before a run starts.
     """
 
-    rule: Rule = "mean"
-    f: int = Field(
-        default=0, ge=0, le=MAX_NUM_FILES, description="Byzantine inputs the rule must tolerate."
+    rule: Rule = "trimmed_mean"
+    f: Annotated[int, Field(ge=0, le=MAX_NUM_FILES)] | Literal["auto"] = Field(
+        default="auto",
+        description="Byzantine inputs the rule must tolerate; 'auto': in every round, the "
+        "accepted files that the liars not yet proven could have supplied between them "
+        "(detection.max_adversaries of them), as far as the rule's breakdown allows.",
     )
     pre: PreRule | None = None
     options: dict[str, float | int] = Field(
@@ -203,6 +206,13 @@ class AggregationConfig(_Section):
         default_factory=dict,
         description="Keyword options of the pre-aggregator (bucketing: s, seed).",
     )
+
+    @field_validator("f", mode="before")
+    @classmethod
+    def _count_or_auto(cls, f: object) -> object:
+        if isinstance(f, str) and f != "auto":
+            raise ValueError(f"must be a whole number of files or 'auto', got {f!r}")
+        return f
 
     @field_validator("options")
     @classmethod
@@ -229,7 +239,7 @@ class AggregationConfig(_Section):
     @model_validator(mode="after")
     def _enough_groups(self) -> AggregationConfig:
         groups = self.options.get("groups")
-        if groups is not None and not groups > 2 * self.f:
+        if groups is not None and self.f != "auto" and not groups > 2 * self.f:
             raise ValueError(
                 f"aggregation.options: median_of_means groups must exceed 2 f = {2 * self.f}, "
                 f"got {groups}"
@@ -365,7 +375,7 @@ class RunConfig(_Section):
         except ValueError as exc:
             raise ValueError(f"assignment: {exc}") from exc
         agg = self.aggregation
-        needed = min_inputs(agg.rule, agg.f, agg.options)
+        needed = min_inputs(agg.rule, 0 if agg.f == "auto" else agg.f, agg.options)
         rows = rule_inputs(files, agg.pre, agg.pre_options)
         if rows < needed:
             given = "".join(f", {key}={value}" for key, value in sorted(agg.options.items()))

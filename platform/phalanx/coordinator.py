@@ -30,6 +30,7 @@ from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.detection import Replica, Verdict, compare_round, judge, payload_digest
 from phalanx.detection.disputes import LiarsAcrossRounds
+from phalanx.detection.exposure import exposed_files
 from phalanx.event_kinds import FAULT_KINDS, EventKind
 from phalanx.exchange import Transport
 from phalanx.faults import RunFailedError, common_failure, describe
@@ -226,7 +227,9 @@ class Coordinator:
         proofs = self._across.observe(t, compared.conflicts()) if detection.across_rounds else {}
         verdict = judge(
             compared,
-            f=self.config.aggregation.f,
+            # "auto" sizes f from the replicas; the r = 1 outlier score, which has none,
+            # then tolerates 0.
+            f=0 if self.config.aggregation.f == "auto" else self.config.aggregation.f,
             on_tie=detection.on_tie,
             outlier_threshold=detection.outlier_threshold,
             distrusted=frozenset(self._across.proven),
@@ -284,6 +287,9 @@ class Coordinator:
                 "eval_samples": float(len(eval_set.y)),
                 # -1: too few accepted files for the rule; the model did not move.
                 "f_used": float(-1 if step.f_used is None else step.f_used),
+                # What the round asked of the rule (-1: no accepted file); f_used is less
+                # when the rule cannot tolerate that many of the accepted files.
+                "f_wanted": float(-1 if step.f_wanted is None else step.f_wanted),
                 "update_applied": float(step.applied),
                 "benched_workers": float(len(benched)),
             },
@@ -331,15 +337,16 @@ class Coordinator:
         if not files:
             return _Step(files=0, f_used=None, applied=False)
         stacked = torch.stack([verdict.accepted[f] for f in files])
-        f_used = self._f_for(len(files))
+        wanted = self._f_wanted(verdict)
+        f_used = self._f_for(len(files), wanted)
         if f_used is None:
-            return _Step(files=len(files), f_used=None, applied=False)
+            return _Step(files=len(files), f_used=None, applied=False, f_wanted=wanted)
         update = self._aggregate(stacked, f_used, t)
         if all_finite(update) and self.optimizer.step_if_finite(update):
-            return _Step(files=len(files), f_used=f_used, applied=True)
+            return _Step(files=len(files), f_used=f_used, applied=True, f_wanted=wanted)
 
         def fits(kept: Tensor) -> bool:
-            f = self._f_for(len(kept))
+            f = self._f_for(len(kept), wanted)
             if f is None:
                 return False
             candidate = self._aggregate(stacked[kept], f, t)
@@ -357,7 +364,7 @@ class Coordinator:
                 "lower training.server_lr or training.local_lr"
             )
         kept = [i for i in range(len(files)) if i not in set(removed)]
-        f_kept = self._f_for(len(kept))
+        f_kept = self._f_for(len(kept), wanted)
         assert f_kept is not None  # fits() held for this set
         applied = self.optimizer.step_if_finite(
             self._aggregate(stacked[torch.tensor(kept, dtype=torch.int64)], f_kept, t)
@@ -378,12 +385,26 @@ class Coordinator:
             files=len(kept),
             f_used=f_kept,
             applied=applied,
+            f_wanted=wanted,
             overflowed=overflowed,
             left_out=tuple(files[i] for i in removed),
         )
 
-    def _f_for(self, n: int) -> int | None:
-        """Return the ``f`` the rule tolerates with ``n`` updates, capped at the configured one.
+    def _f_wanted(self, verdict: Verdict) -> int:
+        """Return the ``f`` the round asks of the rule: configured, or sized to the round.
+
+        With ``aggregation.f = "auto"``: the accepted files that the liars not yet proven
+        could have supplied between them, at most ``detection.max_adversaries`` liars in
+        all (`exposed_files`).
+        """
+        f = self.config.aggregation.f
+        if f != "auto":
+            return f
+        unproven = max(0, self._across.bound - len(self._across.proven))
+        return exposed_files(verdict.supporters, unproven)
+
+    def _f_for(self, n: int, wanted: int) -> int | None:
+        """Return the ``f`` the rule tolerates with ``n`` updates, capped at ``wanted``.
 
         The rule receives the pre-aggregator's rows (bucketing: fewer than ``n``), with
         its options' counts (``m``, ``groups``) lowered to them when there are fewer.
@@ -391,7 +412,7 @@ class Coordinator:
         agg = self.config.aggregation
         rows = rule_inputs(n, agg.pre, agg.pre_options)
         f = largest_f(agg.rule, rows, fitted_options(agg.rule, rows, agg.options))
-        return None if f is None else min(agg.f, f)
+        return None if f is None else min(wanted, f)
 
     def _aggregate(self, stacked: Tensor, f: int, t: int) -> Tensor:
         agg = self.config.aggregation
@@ -495,6 +516,7 @@ class _Step:
     files: int
     f_used: int | None
     applied: bool
+    f_wanted: int | None = None
     overflowed: Mapping[int, dict[str, Any]] = field(default_factory=dict)
     left_out: tuple[int, ...] = ()
 

@@ -91,3 +91,21 @@ def test_every_option_the_config_allows_is_a_keyword_of_its_function(
             if p.kind is inspect.Parameter.KEYWORD_ONLY
         }
         assert set(options) <= keywords - {"f"}, name
+
+
+def test_by_default_the_trimmed_mean_tolerates_what_detection_left_exposed() -> None:
+    aggregation = RunConfig().aggregation
+    assert (aggregation.rule, aggregation.f) == ("trimmed_mean", "auto")
+
+
+@pytest.mark.parametrize("f", ["bogus", "AUTO", "3", -1, True, 2.5, None])
+def test_f_is_a_count_of_files_or_auto(f: object) -> None:
+    with pytest.raises(ValidationError, match=r"aggregation\.f"):
+        RunConfig.model_validate({"aggregation": {"f": f}})
+
+
+def test_auto_f_skips_the_check_a_fixed_f_must_pass() -> None:
+    # A fixed f must leave the rule enough inputs; "auto" is capped by the rule each round.
+    with pytest.raises(ValidationError, match="needs at least"):
+        RunConfig.model_validate({"aggregation": {"rule": "krum", "f": 20}})
+    assert RunConfig.model_validate({"aggregation": {"rule": "krum"}}).aggregation.f == "auto"

@@ -473,6 +473,20 @@ def proven(sink: FakeSink) -> dict[int, int]:
     }
 
 
+def test_by_default_the_rule_tolerates_the_files_unproven_liars_could_have_supplied() -> None:
+    # STS(7), at most 3 liars: 3 of them hold together at most one file, whatever three.
+    honest = run(small_config(rounds=2, attack={"name": None, "q": 0}))
+    assert [(r.metrics["f_wanted"], r.metrics["f_used"]) for r in honest.reports] == [(1, 1)] * 2
+    # Two weak liars are proven in round 1: one liar left, and only the files where the
+    # two hold a majority rest on a single supporter that liar could be.
+    attacked = run(small_config(rounds=2))
+    assert [r.metrics["f_wanted"] for r in attacked.reports] == [1, 1]
+    assert set(attacked.reports[0].flagged) == adversaries(small_config())
+    # A fixed f is used as it is.
+    fixed = run(small_config(rounds=1, attack={"name": None, "q": 0}, aggregation={"f": 2}))
+    assert fixed.reports[0].metrics["f_wanted"] == 2
+
+
 def test_an_honest_worker_two_colluders_outvote_is_never_flagged() -> None:
     # Two colluders lie only on files where they hold the majority: everyone but the
     # honest third holder is the unique largest group (the Aspis rule flags that worker).

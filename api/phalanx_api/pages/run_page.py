@@ -260,8 +260,7 @@ def _settings(run: Run) -> tuple[Fact, ...]:
         ),
         Fact(
             "Aggregation",
-            f"{aggregation.get('rule', '?')}"
-            + (f", tolerating {aggregation['f']}" if aggregation.get("f") else ""),
+            f"{aggregation.get('rule', '?')}" + tolerated_inputs(aggregation.get("f")),
             "How the accepted updates are combined into one step of the model.",
         ),
         Fact("Compression", "predictive coding" if codec.get("enabled") else "off"),
@@ -317,3 +316,10 @@ def _simulation(run: Run) -> tuple[Fact, ...]:
 def _assigned(run: Run, field: str) -> int:
     """Return an integer of the run's ``assignment`` config (0 when unreadable)."""
     return integer(section(run_config(run), "assignment").get(field), default=0)
+
+
+def tolerated_inputs(f: object) -> str:
+    """How many Byzantine inputs the stored config asks the rule to tolerate, in words."""
+    if f == "auto":
+        return ", tolerating in each round the files that unproven liars could have supplied"
+    return f", tolerating {f}" if f else ""

@@ -23,6 +23,8 @@ One concept per module:
 * :mod:`~phalanx.detection.evidence`: `Evidence`, `FileDispute` and their English;
 * :mod:`~phalanx.detection.verdict`: `judge`, `detect` and their `Verdict`;
 * :mod:`~phalanx.detection.disputes`: the disputes across rounds and the liars they prove;
+* :mod:`~phalanx.detection.exposure`: how many accepted files unproven liars could have
+  supplied, the ``f`` of the robust rule after detection;
 * :mod:`~phalanx.detection.degrees`: Aspis+'s `DegreeWindow`.
 """
 

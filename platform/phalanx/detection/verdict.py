@@ -99,6 +99,9 @@ class Verdict:
         every unproven worker outside the largest group.
     drops : dict of int to DroppedFile
         Each file of `dropped`: why it has no accepted value, its holders, its replicas.
+    supporters : dict of int to tuple of int
+        Each accepted file's *supporters*: the workers, neither flagged nor distrusted,
+        whose replicas agree with its value. The value is a lie only if they all lie.
     """
 
     accepted: dict[int, Tensor]
@@ -114,6 +117,7 @@ class Verdict:
     conflicts: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict)
     suspects: frozenset[int] = frozenset()
     drops: dict[int, DroppedFile] = field(default_factory=dict)
+    supporters: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; accepted values appear by digest, not by content."""
@@ -334,6 +338,17 @@ def judge(
         conflicts=compared.conflicts(),
         suspects=suspects,
         drops=_drop_reasons(assignment, comparisons, accepted, untrusted, suspects),
+        supporters={
+            file: _supporters(comparisons[file], r, untrusted) for file, r in accepted.items()
+        },
+    )
+
+
+def _supporters(c: FileComparison, accepted: Replica, untrusted: frozenset[int]) -> tuple[int, ...]:
+    """Return the workers that may vote and whose replicas agree with the accepted one."""
+    i = c.replicas.index(accepted)
+    return tuple(
+        r.worker for j, r in enumerate(c.replicas) if r.worker not in untrusted and c.agree[i, j]
     )
 
 
@@ -485,6 +500,7 @@ def _verdict(
     conflicts: dict[tuple[int, int], tuple[int, ...]] | None = None,
     suspects: frozenset[int] = frozenset(),
     drops: dict[int, DroppedFile] | None = None,
+    supporters: dict[int, tuple[int, ...]] | None = None,
 ) -> Verdict:
     # With nobody replying there is no graph, hence no clique to report.
     listed = cliques.cliques(MAX_LISTED_CLIQUES) if degrees else ()
@@ -503,6 +519,11 @@ def _verdict(
         conflicts=conflicts or {},
         suspects=suspects,
         drops=drops if drops is not None else _single_drops(assignment, accepted, by_file={}),
+        supporters=(
+            supporters
+            if supporters is not None
+            else {f: (r.worker,) for f, r in sorted(accepted.items())}
+        ),
     )
 
 
