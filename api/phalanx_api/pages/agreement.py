@@ -291,8 +291,18 @@ def _notes(record: AgreementRecord, flagged_later: set[int], silent: set[int]) -
         }.get(record.rule, "disputed files were decided by the run's tie policy")
         notes.append(
             f"{record.num_max_cliques} groups of agreeing workers tied for largest, so no group "
-            f"could be trusted as the honest one: {decided}. Only workers outside every tied "
-            "group are flagged."
+            f"could be trusted as the honest one: {decided}. No worker inside a tied group is "
+            "flagged for it."
+        )
+    elif record.suspects:
+        # The largest group was unique, yet its outsiders were left unflagged: the round
+        # ran with the evidence across rounds, which alone flags (judge's "suspect").
+        who = name_numbers("Worker", "Workers", record.suspects)
+        one = len(record.suspects) == 1
+        notes.append(
+            f"{who} disagreed with the largest group of agreeing workers but "
+            f"{'is' if one else 'are'} not flagged: colluders who share a file can outvote "
+            "an honest worker, so one round proves nothing; the disputed files were left out."
         )
     if flagged_later:
         who = name_numbers("Worker", "Workers", sorted(flagged_later))

@@ -17,6 +17,14 @@ REASONS = {
     "overflow": "its value made the aggregate overflow",
 }
 
+#: The reasons worded for a round whose largest agreeing group was unique: its suspects
+#: are the workers outside it, which no tie explains (`judge`'s ``outsiders="suspect"``).
+UNTIED_REASONS = {
+    **REASONS,
+    "disputed": "its replicas disagreed",
+    "suspects_only": "only suspects sent it (possibly the colluders' own file)",
+}
+
 
 @dataclass(frozen=True)
 class DroppedRow:
@@ -36,6 +44,7 @@ class DroppedFiles:
     rows: tuple[DroppedRow, ...]
     total: int
     suspects: str
+    tied: bool = False
 
 
 def dropped_files(number: int, stored: dict[str, Any] | None) -> DroppedFiles | None:
@@ -52,14 +61,18 @@ def dropped_files(number: int, stored: dict[str, Any] | None) -> DroppedFiles | 
         return None
     if not record.num_dropped:
         return None
+    tied = record.num_max_cliques > 1
+    reasons = REASONS if tied else UNTIED_REASONS
     rows = tuple(
         DroppedRow(
             file=d.file,
-            reason=REASONS.get(d.reason, d.reason.replace("_", " ")),
+            reason=reasons.get(d.reason, d.reason.replace("_", " ")),
             holders=name_numbers("worker", "workers", d.holders) if d.holders else "nobody",
             digests=tuple((w, digest[:12]) for w, digest in d.digests),
         )
         for d in record.dropped
     )
     suspects = name_numbers("worker", "workers", record.suspects) if record.suspects else ""
-    return DroppedFiles(round=number, rows=rows, total=record.num_dropped, suspects=suspects)
+    return DroppedFiles(
+        round=number, rows=rows, total=record.num_dropped, suspects=suspects, tied=tied
+    )

@@ -35,7 +35,9 @@ def exposed_files(supporters: Mapping[int, Sequence[int]], liars: int) -> int:
       ``sum(top liars of d_v) / v``.
 
     On a Steiner triple system of 15 workers (35 files, every pair of workers together
-    on one file) with 7 liars the pair bound gives 7, which a Fano subplane reaches.
+    on one file) with 7 liars the pair bound gives 7, which a Fano subplane reaches
+    (PG(3, 2) has fifteen). The bound is not always exact: the built-in STS(15) has no
+    Fano subplane, and 7 of its workers hold at most 5 files together.
 
     Parameters
     ----------

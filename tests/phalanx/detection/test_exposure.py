@@ -43,7 +43,7 @@ def test_the_bound_never_undercounts_the_files_liars_could_supply(
 @pytest.mark.parametrize(
     ("scheme", "workers", "liars", "exact"),
     [
-        ("bibd", 15, 7, 7),  # a Fano subplane of STS(15)
+        ("bibd", 15, 7, 7),  # the pair bound; 7 workers hold 5 (test_exposure_redteam)
         ("bibd", 15, 3, 1),
         ("subsets", 15, 7, 35),  # every triple of the 7
         ("subsets", 9, 4, 4),
