@@ -17,13 +17,18 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
+
 
 def exposed_files(supporters: Mapping[int, Sequence[int]], liars: int) -> int:
-    """Bound the accepted files whose supporters could all be among ``liars`` workers.
+    """Count, or bound, the accepted files whose supporters could all be among ``liars`` workers.
 
-    The exact count, the most files whose supporters all lie in one set of ``liars``
-    workers, is a densest-subhypergraph problem. The bound is the least of four that
-    are each sound, summed over the files grouped by their number ``v`` of supporters:
+    The exact count is the most files whose supporters all lie in one set of ``liars``
+    workers. It is computed by trying every such set when there are at most
+    `EXACT_BUDGET` (set, file) pairs to check, as on the built-in designs of 15 workers;
+    otherwise (it is a densest-subhypergraph problem) the count is bounded by the
+    least of four bounds that are each sound, summed over the files grouped by their
+    number ``v`` of supporters:
 
     * the ``n_v`` files themselves;
     * one per ``v``-set of the liars, times ``m_v``, the most files that share one set
@@ -36,8 +41,8 @@ def exposed_files(supporters: Mapping[int, Sequence[int]], liars: int) -> int:
 
     On a Steiner triple system of 15 workers (35 files, every pair of workers together
     on one file) with 7 liars the pair bound gives 7, which a Fano subplane reaches
-    (PG(3, 2) has fifteen). The bound is not always exact: the built-in STS(15) has no
-    Fano subplane, and 7 of its workers hold at most 5 files together.
+    (PG(3, 2) has fifteen). The built-in STS(15) has none: 7 of its workers hold at
+    most 5 files together, which the exact count finds.
 
     Parameters
     ----------
@@ -58,7 +63,29 @@ def exposed_files(supporters: Mapping[int, Sequence[int]], liars: int) -> int:
         group = frozenset(workers)
         if group:
             by_size.setdefault(len(group), []).append(group)
-    return sum(_exposed(groups, v, liars) for v, groups in sorted(by_size.items()))
+    bound = sum(_exposed(groups, v, liars) for v, groups in sorted(by_size.items()))
+    exact = _exact([g for groups in by_size.values() for g in groups], liars)
+    return bound if exact is None else min(bound, exact)
+
+
+EXACT_BUDGET = 4_000_000
+"""The most (set of liars, file) pairs `exposed_files` checks to count exactly."""
+
+
+def _exact(groups: Sequence[frozenset[int]], liars: int) -> int | None:
+    """Count exactly by trying every set of ``liars`` workers; ``None`` when too costly."""
+    workers = sorted(set().union(*groups)) if groups else []
+    size = min(liars, len(workers))
+    if len(workers) > 63 or math.comb(len(workers), size) * len(groups) > EXACT_BUDGET:
+        return None
+    if not groups or size == 0:
+        return 0
+    bit = {w: 1 << i for i, w in enumerate(workers)}
+    files = np.array([sum(bit[w] for w in g) for g in groups], dtype=np.uint64)
+    choices = itertools.combinations(range(len(workers)), size)
+    sets = np.array([sum(1 << i for i in chosen) for chosen in choices], dtype=np.uint64)
+    inside = (files[None, :] & ~sets[:, None]) == 0
+    return int(inside.sum(axis=1).max())
 
 
 def _exposed(groups: Sequence[frozenset[int]], v: int, liars: int) -> int:
