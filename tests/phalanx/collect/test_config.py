@@ -91,4 +91,4 @@ def test_the_setting_is_frozen_and_survives_json() -> None:
 
     assert CollectConfig.model_validate_json(config.model_dump_json()) == config
     with pytest.raises(ValidationError):
-        config.m = 3  # type: ignore[misc]
+        config.m = 3

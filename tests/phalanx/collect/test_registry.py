@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,11 @@ from phalanx.collect.config import PARAMETERS
 from phalanx.collect.registry import close_time
 from tests.support.arrivals import HONEST, Arrivals, arrivals
 
-OPTIONS = {"fastest_k": {"k": 2}, "adaptive_k": {"k": 3}, "quorum": {"m": 2}}
+OPTIONS: dict[str, dict[str, Any]] = {
+    "fastest_k": {"k": 2},
+    "adaptive_k": {"k": 3},
+    "quorum": {"m": 2},
+}
 
 
 def every_policy() -> list[str]:
@@ -153,7 +158,11 @@ def test_thousands_of_workers_and_tens_of_thousands_of_pieces_are_decided(policy
         for w in workers
         if w % 97
     ]
-    options = {"fastest_k": {"k": 2000}, "adaptive_k": {"k": 1000}, "quorum": {"m": 2}}
+    options: dict[str, dict[str, Any]] = {
+        "fastest_k": {"k": 2000},
+        "adaptive_k": {"k": 1000},
+        "quorum": {"m": 2},
+    }
 
     got = collect(policy, assignment, pieces, deadline_s=4.0, **options.get(policy, {}))
 
