@@ -6,8 +6,8 @@ import pytest
 
 from phalanx.breakdown import largest_f, rule_inputs
 from phalanx.replies import Reply
-from tests.phalanx.test_coordinator import run, run_interrupted
 from tests.support.configs import small_config
+from tests.support.coordinator_runs import run, run_interrupted
 
 
 @pytest.mark.parametrize(
