@@ -97,8 +97,7 @@ def colluder_goals(rows: Sequence[ColluderRow]) -> list[Goal]:
         attacked = [r for r in rows if r.q > 0 and r.bound_stated == stated]
         bound = attacked[0].bound
         after = attacked[0].after
-        n = len({r.seed for r in attacked})
-        seeds = f"{n} seed{'s' if n != 1 else ''} each"
+        seeds = seed_counts(attacked)
         label = f"bound {bound_label(stated, bound)}"
         out.append(_flag_goal(attacked, label, after, seeds))
         judged = attacked + ([] if stated else clean)
@@ -186,3 +185,16 @@ def _accuracy_goal(
         bool(loss) and not over,
         detail,
     )
+
+
+def seed_counts(rows: Sequence[ColluderRow]) -> str:
+    """How many seeds each defence ran with, in words ("3 seeds each; subsets 1")."""
+    counts = {d: len({r.seed for r in rows if r.defence == d}) for d in _defences(rows)}
+    most = max(counts.values(), default=0)
+    text = f"{most} seed{'s' if most != 1 else ''} each"
+    fewer = [f"{d.split(' ')[0]} {n}" for d, n in counts.items() if n != most]
+    return text + (f"; {', '.join(fewer)}" if fewer else "")
+
+
+def _defences(rows: Sequence[ColluderRow]) -> list[str]:
+    return list(dict.fromkeys(r.defence for r in rows))

@@ -124,6 +124,12 @@ def colluder_notes(
     after = rows[0].after
     rounds = sorted({r.rounds for r in rows})
     seeds = sorted({r.seed for r in rows})
+    fewer = {
+        r.defence.split(" ")[0]: sorted({x.seed for x in rows if x.defence == r.defence})
+        for r in rows
+        if {x.seed for x in rows if x.defence == r.defence} != set(seeds)
+    }
+    only = "".join(f" ({d}: {', '.join(map(str, s))} only)" for d, s in fewer.items())
     qs = sorted({r.q for r in rows if r.q > 0})
     stated = sorted({r.bound for r in rows if r.bound_stated})
     default = sorted({r.bound for r in rows if not r.bound_stated})
@@ -137,7 +143,8 @@ def colluder_notes(
     return [
         f"{'Quick grid (`--quick`): ' if quick else ''}{len(rows)} runs on the in-process "
         f"transport, {' and '.join(map(str, rounds))} rounds each, seed"
-        f"{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}; {minutes:.0f} min in all "
+        f"{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}{only}; "
+        f"{minutes:.0f} min in all "
         f"({sum(r.seconds for r in rows) / 60:.0f} min of runs on {jobs} process(es), on "
         f"{host.cores} cores shared with other work; torch {torch_version} on one thread per "
         f"process, {host.architecture}); a round took on average {per_round}.",

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks import eval_robustness
 from benchmarks.lib import results
-from benchmarks.lib.colluders_goals import accuracy_loss, colluder_goals, missed
+from benchmarks.lib.colluders_goals import accuracy_loss, colluder_goals, missed, seed_counts
 from benchmarks.lib.colluders_grid import (
     COLLUDER_DEFENCES,
     DEFAULT_BOUND,
@@ -287,3 +287,11 @@ def test_a_report_with_colluders_rows_gains_their_section(tmp_path: Path) -> Non
     assert text.startswith("# Robustness under attack")
     assert "## Colluders under relabelling (issue 17)" in text
     assert "## Goals" in text  # the grid's report is still there
+
+
+def test_the_goals_say_which_defence_ran_with_fewer_seeds() -> None:
+    rows = [_row(seed=s) for s in (2026, 2027, 2028)] + [
+        _row(defence="subsets (Aspis)", scheme="subsets", seed=2026)
+    ]
+    assert seed_counts(rows) == "3 seeds each; subsets 1"
+    assert seed_counts(rows[:3]) == "3 seeds each"
