@@ -454,11 +454,13 @@ class Coordinator:
 
         With ``aggregation.f = "auto"``: the accepted files that the liars not yet proven
         could have supplied between them, at most ``detection.max_adversaries`` liars in
-        all (`exposed_files`).
+        all (`exposed_files`); 0 for the mean, which tolerates none.
         """
         f = self.config.aggregation.f
         if f != "auto":
             return f
+        if self.config.aggregation.rule == "mean":
+            return 0  # the mean tolerates no Byzantine input: there is nothing to size
         unproven = max(0, self._across.bound - len(self._across.proven))
         return exposed_files(verdict.supporters, unproven)
 

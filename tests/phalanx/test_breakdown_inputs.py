@@ -102,8 +102,8 @@ def forged(worker: int) -> Tamper:
 @pytest.mark.parametrize(
     "aggregation",
     [
-        {"rule": "multi_krum", "options": {"m": 7}},
-        {"rule": "median_of_means", "options": {"groups": 7}},
+        {"rule": "multi_krum", "f": 0, "options": {"m": 7}},
+        {"rule": "median_of_means", "f": 0, "options": {"groups": 7}},
     ],
     ids=["multi_krum-m", "median_of_means-groups"],
 )

@@ -422,9 +422,11 @@ def test_by_default_the_rule_tolerates_the_files_unproven_liars_could_have_suppl
     attacked = run(small_config(rounds=2))
     assert [r.metrics["f_wanted"] for r in attacked.reports] == [1, 1]
     assert set(attacked.reports[0].flagged) == adversaries(small_config())
-    # A fixed f is used as it is.
+    # A fixed f is used as it is; the mean, which tolerates nobody, is never said to.
     fixed = run(small_config(rounds=1, attack={"name": None, "q": 0}, aggregation={"f": 2}))
     assert fixed.reports[0].metrics["f_wanted"] == 2
+    mean = run(small_config(rounds=1, attack={"name": None, "q": 0}, aggregation={"rule": "mean"}))
+    assert (mean.reports[0].metrics["f_wanted"], mean.reports[0].metrics["f_used"]) == (0, 0)
 
 
 def test_an_honest_worker_two_colluders_outvote_is_never_flagged() -> None:

@@ -48,7 +48,7 @@ _PARAMETER_NAMES = frozenset().union(*PARAMETERS.values())
 
 
 class CollectConfig(NumbersNotBooleans):
-    """When a round stops waiting for replies (issue 18, "Collection policies").
+    """When a round stops waiting for replies: the policy and its parameters.
 
     Every parameter is ``null`` unless its policy reads it; ``null`` means the
     default named in its description. A parameter set for a policy that does
