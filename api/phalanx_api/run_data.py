@@ -26,6 +26,13 @@ from phalanx_api.errors import InvalidInputError
 
 DATASET_LOC = ("body", "data", "dataset")
 """Where data refusals point in a 422."""
+TRACE_LOC = ("body", "systems", "trace")
+TRACE_FROM_THE_HOST = (
+    "systems.trace names a file on the coordinator's host, which runs launched through the "
+    "API may not read; simulate the devices with the systems section's distributions, or "
+    "start the run with `phalanx run` on that host"
+)
+"""The answer to a device trace in a run launched through the API."""
 
 
 def screened_data(config: RunConfig, datasets_dir: Path) -> RunConfig:
@@ -46,9 +53,12 @@ def screened_data(config: RunConfig, datasets_dir: Path) -> RunConfig:
     Raises
     ------
     InvalidInputError
-        When the path lies outside ``datasets_dir``, or the data is present and
-        breaks a rule of :mod:`phalanx.data_checks`.
+        When the path lies outside ``datasets_dir``, the data is present and
+        breaks a rule of :mod:`phalanx.data_checks`, or the config names a device
+        trace (a file of the host).
     """
+    if config.systems.trace is not None:
+        raise InvalidInputError(TRACE_FROM_THE_HOST, loc=TRACE_LOC)
     try:
         dataset = confined_dataset(config.data.dataset, datasets_dir)
     except DatasetOutsideError as exc:

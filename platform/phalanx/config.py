@@ -20,8 +20,10 @@ from phalanx.assignment import count_files
 from phalanx.attack_plugins import installed_attacks, is_reference
 from phalanx.breakdown import Rule, min_inputs, rule_inputs
 from phalanx.codec.config import CODEC_ONLY, CodecConfig
+from phalanx.collect.config import CollectConfig
 from phalanx.data_checks import MAX_CLASSES
 from phalanx.strict_numbers import NumbersNotBooleans
+from phalanx.systems.config import SystemsConfig
 
 Scheme = Literal["none", "groups", "subsets", "bibd", "mols", "random"]
 PreRule = Literal["nnm", "bucketing"]
@@ -329,6 +331,8 @@ class RunConfig(_Section):
     training: TrainingConfig = TrainingConfig()
     codec: CodecConfig = CodecConfig()
     deployment: DeploymentConfig = DeploymentConfig()
+    systems: SystemsConfig = SystemsConfig()
+    collect: CollectConfig = CollectConfig()
 
     @field_validator("codec", mode="before")
     @classmethod
@@ -368,6 +372,7 @@ class RunConfig(_Section):
                 "attack.q > 0 simulates adversaries, which a deployment does not have; "
                 "a deployed client turns Byzantine with PHALANX_BYZANTINE"
             )
+        self._check_collection()
         if self.attack.q > 0 and self.attack.name is None:
             raise ValueError("attack.q > 0 needs attack.name (e.g. 'alie')")
         try:
@@ -386,6 +391,37 @@ class RunConfig(_Section):
                 f"{files} files{after}"
             )
         return self
+
+    def _check_collection(self) -> None:
+        policy = self.collect.policy
+        if self.deployment.backend == "deployment":
+            if self.systems.enabled:
+                raise ValueError(
+                    "systems.enabled simulates devices, which a deployment has for real; "
+                    "turn it off for deployment.backend = 'deployment'"
+                )
+            if policy != "all":
+                raise ValueError(
+                    f"collect.policy = {policy!r} is not available in a deployment yet: "
+                    "its rounds wait for every reply up to deployment.round_timeout_s"
+                )
+            return
+        if policy != "all" and not self.systems.enabled:
+            raise ValueError(
+                f"collect.policy = {policy!r} needs arrival times, which a simulation takes "
+                "from the systems model: set systems.enabled = true"
+            )
+        if policy in UNWIRED_POLICIES or self.collect.group_selection == "lazy":
+            raise ValueError(
+                f"collect.policy = {policy!r}"
+                + (" with group_selection = 'lazy'" if policy == "group_fastest" else "")
+                + " keeps state across rounds, which runs do not carry yet; use all, "
+                "deadline, fastest_k, quorum or group_fastest"
+            )
+
+
+UNWIRED_POLICIES = frozenset({"adaptive_k", "bandit"})
+"""Policies `phalanx.collect` implements whose state runs do not checkpoint yet."""
 
 
 def load_run_config(path: Path) -> RunConfig:

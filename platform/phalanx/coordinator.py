@@ -23,9 +23,12 @@ from torch import Tensor, nn
 
 from phalanx.aggregation import aggregate, largest_f
 from phalanx.agreement_record import AgreementRecord
+from phalanx.arrivals import simulated_pieces
 from phalanx.assignment import Assignment
 from phalanx.breakdown import fitted_options, rule_inputs
 from phalanx.channel import make_channel
+from phalanx.collect.pieces import Collection
+from phalanx.collect.registry import CollectionPolicy
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.detection import Replica, Verdict, compare_round, judge, payload_digest
@@ -49,6 +52,7 @@ from phalanx.replies import (
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, suspects_event
 from phalanx.roster import Member
+from phalanx.systems.profiles import draw_profiles
 from phalanx.training import derive_seed, evaluate
 
 log = logging.getLogger(__name__)
@@ -112,6 +116,15 @@ class Coordinator:
         # Rounds in a row, up to the last one, that applied no update.
         self._idle_rounds = 0
         bound = config.detection.max_adversaries
+        systems = config.systems
+        self._profiles = (
+            draw_profiles(systems, config.assignment.num_workers, config.seed)
+            if systems.enabled
+            else ()
+        )
+        self._policy = CollectionPolicy.from_config(config.collect)
+        # Simulated seconds of the rounds so far (the systems model's clock).
+        self._simulated_s = 0.0
         self._across = LiarsAcrossRounds(
             (config.assignment.num_workers - 1) // 2 if bound is None else bound
         )
@@ -130,6 +143,7 @@ class Coordinator:
         self.optimizer.load_state_dict(state["optimizer"])
         self._benched = {int(w): int(t) for w, t in state.get("benched", {}).items()}
         self._idle_rounds = int(state.get("idle_rounds", 0))
+        self._simulated_s = float(state.get("simulated_s", 0.0))
         self._across.restore(
             state.get("across_rounds", {}), num_workers=self.config.assignment.num_workers
         )
@@ -147,6 +161,7 @@ class Coordinator:
                 "benched": dict(self._benched),
                 "idle_rounds": self._idle_rounds,
                 "across_rounds": self._across.state(),
+                "simulated_s": self._simulated_s,
             },
             buffer,
         )
@@ -204,6 +219,9 @@ class Coordinator:
         lap("assign")
 
         replies, bytes_down, malformed = self._exchange(tasks)
+        collection = None
+        if self.config.systems.enabled:
+            replies, collection = self._collect(t, assignment, tasks, replies, bytes_down)
         lap("exchange")
 
         replicas, events, rejected = self._verify(replies, tasks)
@@ -292,12 +310,53 @@ class Coordinator:
                 "f_wanted": float(-1 if step.f_wanted is None else step.f_wanted),
                 "update_applied": float(step.applied),
                 "benched_workers": float(len(benched)),
+                **self._collection_metrics(collection),
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
         return report
+
+    def _collect(
+        self,
+        t: int,
+        assignment: Assignment,
+        tasks: Mapping[int, Task],
+        replies: Sequence[Reply],
+        bytes_down: int,
+    ) -> tuple[list[Reply], Collection]:
+        """Keep the replies that arrived, in simulated time, before the policy closed the round.
+
+        A late reply is counted, not judged: slow is not lying. A reply from a worker
+        that was given no task is kept for the checks, which refuse it on the record.
+        """
+        pieces, _ = simulated_pieces(
+            replies,
+            profiles=self._profiles,
+            systems=self.config.systems,
+            seed=self.config.seed,
+            round_=t,
+            bytes_down=bytes_down // max(1, len(tasks)),
+            samples_per_file=self.config.data.samples_per_file,
+        )
+        collection = self._policy(assignment, pieces, dispatched=frozenset(tasks))
+        kept = set(collection.kept_workers)
+        self._simulated_s += collection.closed_at
+        return [r for r in replies if r.worker in kept or r.worker not in tasks], collection
+
+    def _collection_metrics(self, collection: Collection | None) -> dict[str, float]:
+        """Return the round's simulated time and what it did not wait for (none: no model)."""
+        if collection is None:
+            return {}
+        late = {p.worker for p in collection.late} - set(collection.kept_workers)
+        missing = {w for w, _ in collection.missing} - late - set(collection.kept_workers)
+        return {
+            "simulated_s": collection.closed_at,
+            "simulated_total_s": self._simulated_s,
+            "late_replies": float(len(late)),
+            "missing_replies": float(len(missing)),
+        }
 
     def check_progress(self, t: int) -> None:
         """Fail the run once too many rounds in a row, up to round ``t``, left the model as it was.
