@@ -4,7 +4,9 @@ In simulation every worker replies at once (the in-process transport, Flower's
 simulation engine); the systems model (:mod:`phalanx.systems`) says when each
 reply *would* have arrived: download of the broadcast, compute of its files
 sample by sample, upload of its payloads. The times come from the model and the
-reply's size alone, never from anything the worker claims.
+reply's size alone, never from anything the worker claims; so is each piece's digest,
+taken of the payload that arrived rather than of the digest the reply states (a reply
+claiming the honest digest over another payload must not vote with the honest ones).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 from phalanx.collect.pieces import Piece
+from phalanx.detection import payload_digest
 from phalanx.replies import Reply
 from phalanx.systems.clock import arrival_time
 from phalanx.systems.config import SystemsConfig
@@ -28,23 +31,19 @@ def simulated_pieces(
     round_: int,
     bytes_down: int,
     samples_per_file: int,
-) -> tuple[list[Piece], dict[int, float]]:
+) -> list[Piece]:
     """Time each reply of round ``round_`` and split it into one piece per file.
 
     A reply arrives whole (one message), so its files share its time. A worker the
-    model has away this round never arrives: it has no piece, and its time is
-    ``math.inf``. Workers outside the roster's profiles are left to the checks of the
-    replies, which refuse them.
+    model has away this round never arrives: it has no piece. Workers outside the
+    roster's profiles are left to the checks of the replies, which refuse them.
 
     Returns
     -------
-    pieces : list of Piece
-        One per file of every reply that arrived.
-    times : dict of int to float
-        Each replying worker's arrival time, in seconds after the broadcast.
+    list of Piece
+        One per file of every reply that arrived, digest of the payload as received.
     """
     pieces: list[Piece] = []
-    times: dict[int, float] = {}
     for reply in replies:
         if not 0 <= reply.worker < len(profiles):
             continue
@@ -58,10 +57,9 @@ def simulated_pieces(
             work=[samples_per_file] * len(reply.files),
             bytes_up=reply.num_bytes,
         )
-        times[reply.worker] = time
         if math.isfinite(time):
             pieces.extend(
-                Piece(reply.worker, file, time, digest)
-                for file, digest in zip(reply.files, reply.digests, strict=False)
+                Piece(reply.worker, file, time, payload_digest(payload))
+                for file, payload in zip(reply.files, reply.payloads, strict=False)
             )
-    return pieces, times
+    return pieces

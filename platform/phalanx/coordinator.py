@@ -331,7 +331,7 @@ class Coordinator:
         A late reply is counted, not judged: slow is not lying. A reply from a worker
         that was given no task is kept for the checks, which refuse it on the record.
         """
-        pieces, _ = simulated_pieces(
+        pieces = simulated_pieces(
             replies,
             profiles=self._profiles,
             systems=self.config.systems,

@@ -1,0 +1,54 @@
+"""Red team of `simulated_pieces`: times and digests come from the model and the bytes."""
+
+from __future__ import annotations
+
+from phalanx.arrivals import simulated_pieces
+from phalanx.collect.pieces import Piece
+from phalanx.detection import payload_digest
+from phalanx.replies import Reply
+from phalanx.systems.clock import is_available
+from phalanx.systems.config import SystemsConfig
+from phalanx.systems.profiles import draw_profiles
+
+HONEST, FORGED = b"\x00" * 64, b"\x01" * 64
+
+
+def reply(worker: int, payload: bytes, claimed: bytes | None = None) -> Reply:
+    digest = payload_digest(claimed if claimed is not None else payload)
+    return Reply(
+        worker, f"c{worker}", "run", 1, "nonce", (0, 1), (payload, payload), (digest,) * 2, b""
+    )
+
+
+def pieces(replies: list[Reply], systems: SystemsConfig, seed: int = 3) -> list[Piece]:
+    return simulated_pieces(
+        replies,
+        profiles=draw_profiles(systems, 4, seed),
+        systems=systems,
+        seed=seed,
+        round_=1,
+        bytes_down=1000,
+        samples_per_file=8,
+    )
+
+
+def test_a_reply_claiming_the_honest_digest_over_another_payload_votes_with_what_it_sent() -> None:
+    # Claimed digests are the worker's word: the quorum would count a forged claim as
+    # agreement and close the file on it.
+    got = pieces([reply(0, HONEST), reply(1, FORGED, claimed=HONEST)], SystemsConfig(enabled=True))
+    digests = {(p.worker, p.file): p.digest for p in got}
+    assert digests[1, 0] == payload_digest(FORGED) != digests[0, 0] == payload_digest(HONEST)
+
+
+def test_the_same_bytes_arrive_at_the_same_time_whoever_claims_what() -> None:
+    honest, forged = pieces(
+        [reply(0, HONEST), reply(0, HONEST, claimed=FORGED)], SystemsConfig(enabled=True)
+    )[::2]
+    assert honest.time == forged.time > 0
+
+
+def test_an_absent_worker_and_one_outside_the_roster_bring_no_piece() -> None:
+    systems = SystemsConfig(enabled=True, availability="dropout", dropout_probability=0.5)
+    away = next(w for w in range(4) if not is_available(systems, 3, w, 1))
+    got = pieces([reply(away, HONEST), reply(9, HONEST)], systems)
+    assert got == []
