@@ -4,9 +4,11 @@ In simulation every worker replies at once (the in-process transport, Flower's
 simulation engine); the systems model (:mod:`phalanx.systems`) says when each
 reply *would* have arrived: download of the broadcast, compute of its files
 sample by sample, upload of its payloads. The times come from the model and the
-reply's size alone, never from anything the worker claims; so is each piece's digest,
-taken of the payload that arrived rather than of the digest the reply states (a reply
-claiming the honest digest over another payload must not vote with the honest ones).
+reply's payloads and digests alone (a DER signature's length varies from one signature
+to the next, and the clock must replay), never from anything the worker claims; so is
+each piece's digest, taken of the payload that arrived rather than of the digest the
+reply states (a reply claiming the honest digest over another payload must not vote
+with the honest ones).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def simulated_pieces(
             round_=round_,
             bytes_down=bytes_down,
             work=[samples_per_file] * len(reply.files),
-            bytes_up=reply.num_bytes,
+            bytes_up=reply.work_bytes,
         )
         if math.isfinite(time):
             pieces.extend(

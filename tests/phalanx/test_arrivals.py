@@ -13,11 +13,12 @@ from phalanx.systems.profiles import draw_profiles
 HONEST, FORGED = b"\x00" * 64, b"\x01" * 64
 
 
-def reply(worker: int, payload: bytes, claimed: bytes | None = None) -> Reply:
+def reply(
+    worker: int, payload: bytes, claimed: bytes | None = None, signature: bytes = b""
+) -> Reply:
     digest = payload_digest(claimed if claimed is not None else payload)
-    return Reply(
-        worker, f"c{worker}", "run", 1, "nonce", (0, 1), (payload, payload), (digest,) * 2, b""
-    )
+    files, payloads, digests = (0, 1), (payload, payload), (digest, digest)
+    return Reply(worker, f"c{worker}", "run", 1, "nonce", files, payloads, digests, signature)
 
 
 def pieces(replies: list[Reply], systems: SystemsConfig, seed: int = 3) -> list[Piece]:
@@ -45,6 +46,16 @@ def test_the_same_bytes_arrive_at_the_same_time_whoever_claims_what() -> None:
         [reply(0, HONEST), reply(0, HONEST, claimed=FORGED)], SystemsConfig(enabled=True)
     )[::2]
     assert honest.time == forged.time > 0
+
+
+def test_a_signature_one_byte_longer_does_not_move_the_clock() -> None:
+    # DER ECDSA signatures are 70 to 72 bytes at random: timed, they made a run's clock
+    # differ from its replay by a microsecond.
+    slow_link = SystemsConfig(enabled=True, up_bytes_per_s=1.0)
+    short, long = pieces(
+        [reply(0, HONEST, signature=b"s" * 70), reply(0, HONEST, signature=b"s" * 72)], slow_link
+    )[::2]
+    assert short.time == long.time
 
 
 def test_an_absent_worker_and_one_outside_the_roster_bring_no_piece() -> None:
