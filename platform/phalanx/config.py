@@ -411,17 +411,12 @@ class RunConfig(_Section):
                 f"collect.policy = {policy!r} needs arrival times, which a simulation takes "
                 "from the systems model: set systems.enabled = true"
             )
-        if policy in UNWIRED_POLICIES or self.collect.group_selection == "lazy":
+        if self.collect.group_selection == "lazy":
             raise ValueError(
-                f"collect.policy = {policy!r}"
-                + (" with group_selection = 'lazy'" if policy == "group_fastest" else "")
-                + " keeps state across rounds, which runs do not carry yet; use all, "
-                "deadline, fastest_k, quorum or group_fastest"
+                "collect.group_selection = 'lazy' (CADA's choice of groups) is not available "
+                "in runs yet: it needs each group's last accepted update carried across "
+                "rounds; use group_selection = 'all'"
             )
-
-
-UNWIRED_POLICIES = frozenset({"adaptive_k", "bandit"})
-"""Policies `phalanx.collect` implements whose state runs do not checkpoint yet."""
 
 
 def load_run_config(path: Path) -> RunConfig:

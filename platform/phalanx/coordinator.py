@@ -42,6 +42,7 @@ from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
 from phalanx.overflow import overflow_evidence, trace_overflow, update_norms
 from phalanx.plan import base_assignment, round_assignment
+from phalanx.policy_memory import PolicyMemory
 from phalanx.replies import (
     Decoder,
     Rejection,
@@ -123,6 +124,8 @@ class Coordinator:
             else ()
         )
         self._policy = CollectionPolicy.from_config(config.collect)
+        # What adaptive_k and the bandit learn from round to round.
+        self._memory = PolicyMemory.start(config.collect, config.assignment.num_workers)
         # Simulated seconds of the rounds so far (the systems model's clock).
         self._simulated_s = 0.0
         self._across = LiarsAcrossRounds(
@@ -144,6 +147,7 @@ class Coordinator:
         self._benched = {int(w): int(t) for w, t in state.get("benched", {}).items()}
         self._idle_rounds = int(state.get("idle_rounds", 0))
         self._simulated_s = float(state.get("simulated_s", 0.0))
+        self._memory.restore(state.get("collect", {}))
         self._across.restore(
             state.get("across_rounds", {}), num_workers=self.config.assignment.num_workers
         )
@@ -162,6 +166,7 @@ class Coordinator:
                 "idle_rounds": self._idle_rounds,
                 "across_rounds": self._across.state(),
                 "simulated_s": self._simulated_s,
+                "collect": self._memory.state(),
             },
             buffer,
         )
@@ -211,17 +216,21 @@ class Coordinator:
         nonce = secrets.token_hex(16)
         self._benched = {w: until for w, until in self._benched.items() if until >= t}
         benched = frozenset(self._benched)
+        candidates = [
+            w for w in range(assignment.num_workers) if assignment.files_of(w) and w not in benched
+        ]
         tasks = {
             w: Task(self.run_id, t, nonce, w, assignment.files_of(w))
-            for w in range(assignment.num_workers)
-            if assignment.files_of(w) and w not in benched
+            for w in sorted(self._memory.dispatch(candidates))
         }
         lap("assign")
 
         replies, bytes_down, malformed = self._exchange(tasks)
         collection = None
+        collection_metrics: dict[str, float] = {}
         if self.config.systems.enabled:
             replies, collection = self._collect(t, assignment, tasks, replies, bytes_down)
+            collection_metrics = self._collection_metrics(collection, len(tasks))
         lap("exchange")
 
         replicas, events, rejected = self._verify(replies, tasks)
@@ -263,6 +272,7 @@ class Coordinator:
             events.append(suspects_event(verdict, t))
         lap("detect")
 
+        before = self.params.clone() if self._memory.follows_updates else None
         step = self._step(t, verdict, replicas)
         overflowed: dict[int, tuple[str, str, dict[str, Any]]] = {
             w: (EventKind.OVERFLOW, "high", e) for w, e in step.overflowed.items()
@@ -278,6 +288,9 @@ class Coordinator:
                 self._benched[worker] = t + pause
         self._idle_rounds = 0 if step.applied else self._idle_rounds + 1
         self.optimizer.set_params(self.channel.commit(self.optimizer.params, t))
+        if collection is not None:
+            moved = self.params - before if before is not None and step.applied else None
+            self._memory.observe(collection, frozenset(tasks), moved)
         lap("aggregate")
 
         load_flat_(self.model, self.params)
@@ -310,7 +323,7 @@ class Coordinator:
                 "f_wanted": float(-1 if step.f_wanted is None else step.f_wanted),
                 "update_applied": float(step.applied),
                 "benched_workers": float(len(benched)),
-                **self._collection_metrics(collection),
+                **collection_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
         )
@@ -340,15 +353,15 @@ class Coordinator:
             bytes_down=bytes_down // max(1, len(tasks)),
             samples_per_file=self.config.data.samples_per_file,
         )
-        collection = self._policy(assignment, pieces, dispatched=frozenset(tasks))
+        collection = self._policy(
+            assignment, pieces, dispatched=frozenset(tasks), **self._memory.round_options()
+        )
         kept = set(collection.kept_workers)
         self._simulated_s += collection.closed_at
         return [r for r in replies if r.worker in kept or r.worker not in tasks], collection
 
-    def _collection_metrics(self, collection: Collection | None) -> dict[str, float]:
-        """Return the round's simulated time and what it did not wait for (none: no model)."""
-        if collection is None:
-            return {}
+    def _collection_metrics(self, collection: Collection, dispatched: int) -> dict[str, float]:
+        """Return the round's simulated time, who it gave work to and what it did not wait for."""
         late = {p.worker for p in collection.late} - set(collection.kept_workers)
         missing = {w for w, _ in collection.missing} - late - set(collection.kept_workers)
         return {
@@ -356,6 +369,8 @@ class Coordinator:
             "simulated_total_s": self._simulated_s,
             "late_replies": float(len(late)),
             "missing_replies": float(len(missing)),
+            "dispatched_workers": float(dispatched),
+            **self._memory.metrics(),
         }
 
     def check_progress(self, t: int) -> None:

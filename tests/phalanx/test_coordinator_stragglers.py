@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from pydantic import ValidationError
 
+from phalanx.collect.config import CollectConfig
 from phalanx.config import RunConfig
 from phalanx.plan import adversaries
+from phalanx.reports import RoundReport
 from phalanx.systems.profiles import draw_profiles
 from tests.support.configs import small_config
 from tests.support.coordinator_runs import run, run_interrupted
@@ -78,13 +82,85 @@ def test_a_resumed_run_keeps_its_simulated_clock() -> None:
     assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
 
 
+def given_work(report: RoundReport) -> set[int]:
+    assert report.agreement is not None
+    return set(report.agreement.replied)
+
+
+def test_the_bandit_learns_to_leave_the_straggler_out_and_never_flags_it() -> None:
+    config = small_config(
+        rounds=8,
+        attack={"name": None, "q": 0},
+        systems=SLOW,
+        collect={"policy": "bandit", "k": 5},
+    )
+    (slow,) = stragglers(config)
+    sink = run(config)
+    assert all(r.metrics["dispatched_workers"] == 5 for r in sink.reports)
+    assert not any(r.flagged for r in sink.reports)
+    chosen = Counter(w for r in sink.reports for w in given_work(r))
+    assert chosen[slow] < min(n for w, n in chosen.items() if w != slow)
+    waited = run(config.model_copy(update={"collect": CollectConfig()}))
+    assert (
+        sink.reports[-1].metrics["simulated_total_s"]
+        < waited.reports[-1].metrics["simulated_total_s"]
+    )
+
+
+def adaptive_config(**training: object) -> RunConfig:
+    return small_config(
+        rounds=6,
+        attack={"name": None, "q": 0},
+        systems=SLOW,
+        training=training,
+        collect={"policy": "adaptive_k", "k": 3, "burn_in": 0},
+    )
+
+
+def test_adaptive_k_waits_for_more_workers_once_the_updates_turn_against_each_other() -> None:
+    # Plain SGD at a step far too long overshoots every round: successive updates point
+    # against each other, the Pflug sum is negative at once, and k grows round by round.
+    overshooting = run(adaptive_config(optimizer="sgd", server_lr=5.0, momentum=0.0))
+    ks = [r.metrics["collect_k"] for r in overshooting.reports]
+    assert ks == sorted(ks) and ks[0] == 3 and ks[-1] > 3
+    steady = run(adaptive_config())
+    assert [r.metrics["collect_k"] for r in steady.reports] == [3.0] * 6
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        adaptive_config(optimizer="sgd", server_lr=5.0, momentum=0.0),
+        small_config(
+            rounds=5,
+            attack={"name": None, "q": 0},
+            systems=SLOW,
+            collect={"policy": "bandit", "k": 4},
+        ),
+    ],
+    ids=["adaptive_k", "bandit"],
+)
+def test_a_resumed_run_carries_what_its_policy_learned(config: RunConfig) -> None:
+    straight = run(config)
+    first, resumed = run_interrupted(config, stop_after=2)
+    both = first.reports + resumed.reports
+    assert [given_work(r) for r in both] == [given_work(r) for r in straight.reports]
+    assert [r.metrics.get("collect_k") for r in both] == [
+        r.metrics.get("collect_k") for r in straight.reports
+    ]
+    assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"collect": {"policy": "deadline", "deadline_s": 1.0}}, "set systems.enabled"),
         (
-            {"systems": {"enabled": True}, "collect": {"policy": "bandit", "k": 3}},
-            "keeps state across rounds",
+            {
+                "systems": {"enabled": True},
+                "collect": {"policy": "group_fastest", "group_selection": "lazy"},
+            },
+            "not available in runs yet",
         ),
         (
             {"deployment": {"backend": "deployment"}, "systems": {"enabled": True}},

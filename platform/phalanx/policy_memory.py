@@ -1,0 +1,164 @@
+"""What a collection policy carries from one round to the next.
+
+Two policies learn as a run goes on. ``adaptive_k`` waits for ``k`` workers and
+raises ``k`` when the global updates stop travelling (:mod:`~phalanx.collect.adaptive`):
+it needs this round's update beside the previous one. ``bandit`` gives work only
+to the ``k`` workers it expects to be fastest and learns their response times
+(:mod:`~phalanx.collect.bandit`). Every other policy decides each round from that
+round's arrivals alone.
+
+:class:`PolicyMemory` holds that state, says who gets work and with which options
+the round closes, learns from the round, and writes and restores itself for a
+checkpoint, so a resumed run decides exactly as the run it continues would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from phalanx.collect.adaptive import AdaptiveK, advance_k
+from phalanx.collect.bandit import BanditState, observe_times, select_workers
+from phalanx.collect.config import CollectConfig
+from phalanx.collect.pieces import Collection
+
+
+def response_times(collection: Collection, dispatched: Set[int]) -> dict[int, float]:
+    """Return each dispatched worker's response time as a bandit observes it.
+
+    A worker's time is its last piece's arrival, kept or late; a worker that sent
+    nothing is observed at the round's close, a lower bound on its true time.
+    """
+    times = {w: collection.closed_at for w in dispatched}
+    arrived: dict[int, float] = {}
+    for piece in (*collection.kept, *collection.late):
+        if piece.worker in times:
+            arrived[piece.worker] = max(arrived.get(piece.worker, 0.0), piece.time)
+    return {**times, **arrived}
+
+
+@dataclass
+class PolicyMemory:
+    """A run's collection policy with its state across rounds.
+
+    Parameters
+    ----------
+    config : CollectConfig
+        The policy and its parameters.
+    num_workers : int
+        Workers of the run.
+    adaptive : AdaptiveK, optional
+        adaptive_k's state (``None`` for other policies).
+    bandit : BanditState, optional
+        The bandit's learned response times (``None`` for other policies).
+    last_update : Tensor, optional
+        adaptive_k: the last global update applied, for the next round's inner product.
+    """
+
+    config: CollectConfig
+    num_workers: int
+    adaptive: AdaptiveK | None = None
+    bandit: BanditState | None = None
+    last_update: Tensor | None = None
+
+    @classmethod
+    def start(cls, config: CollectConfig, num_workers: int) -> PolicyMemory:
+        """Return the memory of a run that has not begun."""
+        chosen = config.parameters()
+        adaptive = AdaptiveK(int(chosen["k"])) if config.policy == "adaptive_k" else None
+        bandit = BanditState.fresh(num_workers) if config.policy == "bandit" else None
+        return cls(config, num_workers, adaptive, bandit)
+
+    @property
+    def follows_updates(self) -> bool:
+        """Whether :meth:`observe` wants the round's global update (adaptive_k does)."""
+        return self.adaptive is not None
+
+    def dispatch(self, candidates: Iterable[int]) -> frozenset[int]:
+        """Return the workers given work this round, among ``candidates``."""
+        pool = frozenset(candidates)
+        if self.bandit is None or not pool:
+            return pool
+        chosen = self.config.parameters()
+        return frozenset(
+            select_workers(
+                self.bandit,
+                int(chosen["k"]),
+                exploration=float(chosen["exploration"]),
+                available=pool,
+            )
+        )
+
+    def round_options(self) -> dict[str, Any]:
+        """Return the options this round's close rule takes from the state (adaptive_k's ``k``)."""
+        return {} if self.adaptive is None else {"k": self.adaptive.k}
+
+    def metrics(self) -> dict[str, float]:
+        """Return what the state decided this round, for the round's report."""
+        return {} if self.adaptive is None else {"collect_k": float(self.adaptive.k)}
+
+    def observe(self, collection: Collection, dispatched: Set[int], update: Tensor | None) -> None:
+        """Learn from a closed round.
+
+        Parameters
+        ----------
+        collection : Collection
+            How the round closed.
+        dispatched : set of int
+            Workers given work.
+        update : Tensor, optional
+            The global update the round applied; ``None`` when it applied none
+            (adaptive_k then waits for a round that moves the model).
+        """
+        if self.bandit is not None and dispatched:
+            self.bandit = observe_times(self.bandit, response_times(collection, dispatched))
+        if self.adaptive is None or update is None:
+            return
+        flat = update.detach().reshape(-1).to(torch.float64)
+        if self.last_update is not None:
+            chosen = self.config.parameters()
+            inner = float(torch.dot(flat, self.last_update))
+            self.adaptive = advance_k(
+                self.adaptive,
+                inner,
+                k_max=self.num_workers,
+                step=int(chosen["k_step"]),
+                burn_in=int(chosen["burn_in"]),
+            )
+        self.last_update = flat.clone()
+
+    def state(self) -> dict[str, Any]:
+        """Return the state for a checkpoint: numbers, lists and at most one tensor."""
+        state: dict[str, Any] = {}
+        if self.adaptive is not None:
+            state["adaptive"] = self.adaptive.state()
+            if self.last_update is not None:
+                state["last_update"] = self.last_update
+        if self.bandit is not None:
+            state["bandit"] = self.bandit.state()
+        return state
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take up a checkpoint's state (what :meth:`state` wrote; empty: as at the start).
+
+        Raises
+        ------
+        ValueError
+            When the checkpoint's state does not fit this policy or this run's workers.
+        """
+        if self.adaptive is not None and "adaptive" in state:
+            self.adaptive = AdaptiveK.restore(state["adaptive"])
+            last = state.get("last_update")
+            self.last_update = None if last is None else last.to(torch.float64)
+        if self.bandit is not None and "bandit" in state:
+            learned = BanditState.restore(state["bandit"])
+            if len(learned.counts) != self.num_workers:
+                raise ValueError(
+                    f"the checkpoint's bandit knows {len(learned.counts)} workers, "
+                    f"the run has {self.num_workers}"
+                )
+            self.bandit = learned
