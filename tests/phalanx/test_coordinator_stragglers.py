@@ -18,18 +18,18 @@ from tests.support.coordinator_runs import run, run_interrupted
 SLOW = {"enabled": True, "straggler_fraction": 0.15, "straggler_slowdown": 50.0}
 
 
+def slow_honest(rounds: int, **collect: object) -> RunConfig:
+    """Honest workers, one of them a persistent straggler, rounds closed by ``collect``."""
+    return small_config(rounds=rounds, attack={"name": None, "q": 0}, systems=SLOW, collect=collect)
+
+
 def stragglers(config: RunConfig) -> set[int]:
     profiles = draw_profiles(config.systems, config.assignment.num_workers, config.seed)
     return {w for w, p in enumerate(profiles) if p.straggler}
 
 
 def test_fastest_k_closes_without_the_straggler_who_is_late_and_never_flagged() -> None:
-    config = small_config(
-        rounds=3,
-        attack={"name": None, "q": 0},
-        systems=SLOW,
-        collect={"policy": "fastest_k", "k": 6},
-    )
+    config = slow_honest(3, policy="fastest_k", k=6)
     (slow,) = stragglers(config)
     sink = run(config)
     assert [r.round for r in sink.reports] == [1, 2, 3]
@@ -65,12 +65,7 @@ def test_a_quorum_still_outvotes_the_liar_while_the_straggler_is_left_behind() -
 
 
 def test_a_resumed_run_keeps_its_simulated_clock() -> None:
-    config = small_config(
-        rounds=3,
-        attack={"name": None, "q": 0},
-        systems=SLOW,
-        collect={"policy": "fastest_k", "k": 6},
-    )
+    config = slow_honest(3, policy="fastest_k", k=6)
     straight = run(config)
     first, resumed = run_interrupted(config, stop_after=1)
     # The resumed round also sends the full model to workers that lost track of it, so
@@ -88,12 +83,7 @@ def given_work(report: RoundReport) -> set[int]:
 
 
 def test_the_bandit_learns_to_leave_the_straggler_out_and_never_flags_it() -> None:
-    config = small_config(
-        rounds=8,
-        attack={"name": None, "q": 0},
-        systems=SLOW,
-        collect={"policy": "bandit", "k": 5},
-    )
+    config = slow_honest(8, policy="bandit", k=5)
     (slow,) = stragglers(config)
     sink = run(config)
     assert all(r.metrics["dispatched_workers"] == 5 for r in sink.reports)
@@ -131,12 +121,7 @@ def test_adaptive_k_waits_for_more_workers_once_the_updates_turn_against_each_ot
     "config",
     [
         adaptive_config(optimizer="sgd", server_lr=5.0, momentum=0.0),
-        small_config(
-            rounds=5,
-            attack={"name": None, "q": 0},
-            systems=SLOW,
-            collect={"policy": "bandit", "k": 4},
-        ),
+        slow_honest(5, policy="bandit", k=4),
     ],
     ids=["adaptive_k", "bandit"],
 )
