@@ -23,7 +23,7 @@ from benchmarks.lib.inprocess_sharing import ReportSink, SharedUpdates, SharingW
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
-from phalanx.exchange import Exchange
+from phalanx.exchange import Exchange, Listener
 from phalanx.flower.simulation import SimulationEngine
 from phalanx.nets import build_model, layer_shapes, num_params
 from phalanx.replies import Task
@@ -41,9 +41,11 @@ class MeteredTransport:
         self.payload_bytes = 0
         self.payloads = 0
 
-    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
+    def exchange(
+        self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
+    ) -> Exchange:
         """Exchange through the wrapped transport, counting what comes back."""
-        exchange = self.inner.exchange(tasks, downlink)
+        exchange = self.inner.exchange(tasks, downlink, listener)
         for reply in exchange.replies:
             self.payload_bytes += sum(len(p) for p in reply.payloads)
             self.payloads += len(reply.payloads)

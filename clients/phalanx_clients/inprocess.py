@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
-from phalanx.exchange import Exchange
+from phalanx.exchange import Exchange, Listener
 from phalanx.faults import describe
 from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.worker import Worker
@@ -38,8 +38,14 @@ class InProcessTransport:
         self.workers = dict(workers)
         self.tamper = tamper
 
-    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
-        """Run every task and return the replies; a worker that raises is a fault."""
+    def exchange(
+        self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
+    ) -> Exchange:
+        """Run every task and return the replies; a worker that raises is a fault.
+
+        There is no clock here: every reply arrives at once, so a ``listener`` hears
+        of none (a simulated round's arrival times come from the systems model).
+        """
         replies = []
         faults = []
         for task in tasks:

@@ -394,28 +394,23 @@ class RunConfig(_Section):
 
     def _check_collection(self) -> None:
         policy = self.collect.policy
-        if self.deployment.backend == "deployment":
-            if self.systems.enabled:
-                raise ValueError(
-                    "systems.enabled simulates devices, which a deployment has for real; "
-                    "turn it off for deployment.backend = 'deployment'"
-                )
-            if policy != "all":
-                raise ValueError(
-                    f"collect.policy = {policy!r} is not available in a deployment yet: "
-                    "its rounds wait for every reply up to deployment.round_timeout_s"
-                )
-            return
-        if policy != "all" and not self.systems.enabled:
-            raise ValueError(
-                f"collect.policy = {policy!r} needs arrival times, which a simulation takes "
-                "from the systems model: set systems.enabled = true"
-            )
         if self.collect.group_selection == "lazy":
             raise ValueError(
                 "collect.group_selection = 'lazy' (CADA's choice of groups) is not available "
                 "in runs yet: it needs each group's last accepted update carried across "
                 "rounds; use group_selection = 'all'"
+            )
+        if self.deployment.backend == "deployment":
+            # Deployed rounds close by the policy on real arrival times.
+            if self.systems.enabled:
+                raise ValueError(
+                    "systems.enabled simulates devices, which a deployment has for real; "
+                    "turn it off for deployment.backend = 'deployment'"
+                )
+        elif policy != "all" and not self.systems.enabled:
+            raise ValueError(
+                f"collect.policy = {policy!r} needs arrival times, which a simulation takes "
+                "from the systems model: set systems.enabled = true"
             )
 
 

@@ -7,7 +7,6 @@ the database (docs/architecture.md, section 4).
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
 import secrets
@@ -23,21 +22,22 @@ from torch import Tensor, nn
 
 from phalanx.aggregation import aggregate, largest_f
 from phalanx.agreement_record import AgreementRecord
-from phalanx.arrivals import simulated_pieces
+from phalanx.arrivals import simulated_arrivals
 from phalanx.assignment import Assignment
 from phalanx.breakdown import fitted_options, rule_inputs
-from phalanx.channel import make_channel
+from phalanx.channel import Downlink, make_channel
 from phalanx.collect.pieces import Collection
 from phalanx.collect.registry import CollectionPolicy
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
-from phalanx.detection import Replica, Verdict, compare_round, judge, payload_digest
+from phalanx.detection import Replica, Verdict, compare_round, judge
 from phalanx.detection.disputes import LiarsAcrossRounds
 from phalanx.detection.exposure import exposed_files
 from phalanx.event_kinds import FAULT_KINDS, EventKind
-from phalanx.exchange import Transport
-from phalanx.faults import RunFailedError, common_failure, describe
+from phalanx.exchange import Exchange, Transport
+from phalanx.faults import RunFailedError, common_failure
 from phalanx.finite import all_finite
+from phalanx.intake import Intake, RoundChecks
 from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
 from phalanx.overflow import overflow_evidence, trace_overflow, update_norms
@@ -47,9 +47,7 @@ from phalanx.replies import (
     Decoder,
     Rejection,
     Reply,
-    ReplyRejectedError,
     Task,
-    check_reply,
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, suspects_event
 from phalanx.roster import Member
@@ -225,15 +223,35 @@ class Coordinator:
         }
         lap("assign")
 
-        replies, bytes_down, malformed = self._exchange(tasks)
+        checks = RoundChecks(tasks, self.members, self.decode, t)
+        intake = None
+        if self._collects:
+            intake = Intake(
+                self._policy,
+                assignment,
+                frozenset(tasks),
+                checks,
+                options=self._memory.round_options(),
+            )
+        # A deployed round closes by the policy as replies come in; a simulated one
+        # receives every reply at once and closes by the systems model's clock.
+        simulated = self.config.systems.enabled
+        replies, bytes_down, malformed = self._exchange(tasks, None if simulated else intake)
         collection = None
         collection_metrics: dict[str, float] = {}
-        if self.config.systems.enabled:
-            replies, collection = self._collect(t, assignment, tasks, replies, bytes_down)
-            collection_metrics = self._collection_metrics(collection, len(tasks))
+        if intake is None:
+            for reply in replies:
+                checks.admit(reply)
+            replicas = checks.replicas
+        else:
+            if simulated:
+                intake.feed(self._simulated_arrivals(t, tasks, replies, bytes_down))
+            collection = intake.collection()
+            replicas = intake.kept_replicas(collection)
+            collection_metrics = self._collection_metrics(collection, intake, len(tasks))
+        events, rejected = checks.events, checks.rejected
         lap("exchange")
 
-        replicas, events, rejected = self._verify(replies, tasks)
         for bad in malformed:
             rejected.add(bad.worker)
             events.append(rejection_event(bad, self.members[bad.worker].client_id, t))
@@ -331,20 +349,20 @@ class Coordinator:
         timings["persist"] = time.perf_counter() - clock
         return report
 
-    def _collect(
-        self,
-        t: int,
-        assignment: Assignment,
-        tasks: Mapping[int, Task],
-        replies: Sequence[Reply],
-        bytes_down: int,
-    ) -> tuple[list[Reply], Collection]:
-        """Keep the replies that arrived, in simulated time, before the policy closed the round.
+    @property
+    def _collects(self) -> bool:
+        """Whether rounds close by a collection policy rather than wait for every reply."""
+        return self.config.systems.enabled or self.config.collect.policy != "all"
 
-        A late reply is counted, not judged: slow is not lying. A reply from a worker
-        that was given no task is kept for the checks, which refuse it on the record.
+    def _simulated_arrivals(
+        self, t: int, tasks: Mapping[int, Task], replies: Sequence[Reply], bytes_down: int
+    ) -> list[tuple[float, Reply]]:
+        """Time a simulated round's replies by the systems model.
+
+        A reply from a worker given no task arrives at once, so that the checks refuse
+        it on the record whenever the round closes.
         """
-        pieces = simulated_pieces(
+        timed = simulated_arrivals(
             replies,
             profiles=self._profiles,
             systems=self.config.systems,
@@ -353,20 +371,26 @@ class Coordinator:
             bytes_down=bytes_down // max(1, len(tasks)),
             samples_per_file=self.config.data.samples_per_file,
         )
-        collection = self._policy(
-            assignment, pieces, dispatched=frozenset(tasks), **self._memory.round_options()
-        )
-        kept = set(collection.kept_workers)
-        self._simulated_s += collection.closed_at
-        return [r for r in replies if r.worker in kept or r.worker not in tasks], collection
+        return [(seconds if r.worker in tasks else 0.0, r) for seconds, r in timed]
 
-    def _collection_metrics(self, collection: Collection, dispatched: int) -> dict[str, float]:
-        """Return the round's simulated time, who it gave work to and what it did not wait for."""
-        late = {p.worker for p in collection.late} - set(collection.kept_workers)
-        missing = {w for w, _ in collection.missing} - late - set(collection.kept_workers)
+    def _collection_metrics(
+        self, collection: Collection, intake: Intake, dispatched: int
+    ) -> dict[str, float]:
+        """Return when the round closed, who it gave work to and what it did not wait for.
+
+        Late: a worker whose reply came after the close, counted and never judged
+        (slow is not lying). Missing: a worker given work whose reply never came.
+        """
+        kept = set(collection.kept_workers)
+        late = {p.worker for p in collection.late} - kept
+        missing = set(intake.dispatched) - set(intake.arrived_at)
+        if self.config.systems.enabled:
+            self._simulated_s += collection.closed_at
+            clock = {"simulated_s": collection.closed_at, "simulated_total_s": self._simulated_s}
+        else:
+            clock = {"collected_s": collection.closed_at}
         return {
-            "simulated_s": collection.closed_at,
-            "simulated_total_s": self._simulated_s,
+            **clock,
             "late_replies": float(len(late)),
             "missing_replies": float(len(missing)),
             "dispatched_workers": float(dispatched),
@@ -505,14 +529,23 @@ class Coordinator:
             **fitted_options(agg.rule, rows, agg.options),
         )
 
-    def _exchange(self, tasks: Mapping[int, Task]) -> tuple[list[Reply], int, list[Rejection]]:
-        """Exchange the round's tasks; workers that lost track get the full state once."""
-        first = self.transport.exchange(list(tasks.values()), self.channel.downlink())
+    def _exchange(
+        self, tasks: Mapping[int, Task], intake: Intake | None = None
+    ) -> tuple[list[Reply], int, list[Rejection]]:
+        """Exchange the round's tasks; workers that lost track get the full state once.
+
+        With an ``intake`` the transport hands it each reply as it arrives and stops
+        waiting once it closes the round; the resync of lost workers goes on the same
+        clock, and does not happen once the round is closed.
+        """
+        started = time.monotonic()
+        first = self._send(list(tasks.values()), self.channel.downlink(), intake, 0.0)
         replies = [r for r in first.replies if not r.need_sync]
         bytes_down, malformed = first.bytes_down, list(first.malformed)
         lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
-        if lost:
-            second = self.transport.exchange(lost, self.channel.sync())
+        elapsed = time.monotonic() - started
+        if lost and not (intake is not None and intake.closed(elapsed)):
+            second = self._send(lost, self.channel.sync(), intake, elapsed)
             for reply in second.replies:
                 if reply.need_sync:
                     malformed.append(
@@ -524,54 +557,13 @@ class Coordinator:
             malformed.extend(second.malformed)
         return replies, bytes_down, malformed
 
-    def _verify(
-        self, replies: Sequence[Reply], tasks: Mapping[int, Task]
-    ) -> tuple[list[Replica], list[EventReport], set[int]]:
-        replicas: list[Replica] = []
-        events: list[EventReport] = []
-        rejected: set[int] = set()
-        seen: set[int] = set()
-        tasks_round = next(iter(tasks.values())).round if tasks else 0
-        # Honest replicas of a file send identical bytes: hash and decode each payload
-        # once a round (a repeat costs a dictionary lookup and a comparison of the bytes).
-        decode_once = functools.cache(self.decode)
-        digest_once = functools.cache(payload_digest)
-
-        for reply in replies:
-            member = self.members.get(reply.worker)
-            task = tasks.get(reply.worker)
-            try:
-                if member is None or task is None:
-                    raise ReplyRejectedError(
-                        "unassigned_file", f"worker {reply.worker} had no task this round"
-                    )
-                if reply.worker in seen:
-                    raise ReplyRejectedError("malformed_reply", "a second reply for the same task")
-                seen.add(reply.worker)
-                replicas.extend(
-                    check_reply(
-                        reply,
-                        task,
-                        client_id=member.client_id,
-                        public_key=member.public_key,
-                        decode=decode_once,
-                        digest=digest_once,
-                    )
-                )
-            except ReplyRejectedError as exc:
-                rejection = Rejection(reply.worker, exc.kind, exc.reason)
-            except Exception as exc:  # nothing a worker sends may stop the run
-                # Not shown to be the worker's doing: a fault, and if it strikes most
-                # workers of the round, the run fails on it (common_failure).
-                log.exception("checking worker %d's reply in round %d", reply.worker, reply.round)
-                reason = f"the coordinator could not check this reply: {describe(exc)}"
-                rejection = Rejection(reply.worker, EventKind.UNCHECKED_REPLY, reason)
-            else:
-                continue
-            rejected.add(reply.worker)
-            client_id = member.client_id if member else None
-            events.append(rejection_event(rejection, client_id, tasks_round))
-        return replicas, events, rejected
+    def _send(
+        self, tasks: Sequence[Task], downlink: Downlink, intake: Intake | None, offset: float
+    ) -> Exchange:
+        """One exchange through the transport; an intake hears of replies on the round's clock."""
+        if intake is None:
+            return self.transport.exchange(tasks, downlink)
+        return self.transport.exchange(tasks, downlink, _Offset(intake, offset))
 
     def _eval_set(self, *, final: bool) -> ImageDataset:
         n = self.config.data.eval_samples
@@ -583,6 +575,20 @@ class Coordinator:
             num_classes=self.test_set.num_classes,
             name=self.test_set.name,
         )
+
+
+@dataclass(frozen=True)
+class _Offset:
+    """An intake heard through a transport whose clock started ``offset`` seconds late."""
+
+    intake: Intake
+    offset: float
+
+    def arrived(self, reply: Reply, seconds: float) -> None:
+        self.intake.arrived(reply, self.offset + seconds)
+
+    def closed(self, seconds: float) -> bool:
+        return self.intake.closed(self.offset + seconds)
 
 
 @dataclass(frozen=True)

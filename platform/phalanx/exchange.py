@@ -2,7 +2,11 @@
 
 A :class:`Transport` is the coordinator's only way to reach workers: Flower's
 Grid in a run (``phalanx.flower.transport.GridTransport``), an in-process
-double in tests and benchmarks (docs/architecture.md, section 4).
+double in tests and benchmarks (docs/architecture.md, section 4). A transport
+that waits for replies in real time hands each one to a :class:`Listener` as it
+arrives and stops waiting once the listener says the round is closed: that is
+how a collection policy closes a deployed round without waiting for its
+slowest worker.
 """
 
 from __future__ import annotations
@@ -24,9 +28,29 @@ class Exchange:
     malformed: Sequence[Rejection] = ()
 
 
+class Listener(Protocol):
+    """Told of every reply as it arrives; says when the round stops waiting."""
+
+    def arrived(self, reply: Reply, seconds: float) -> None:
+        """Take in ``reply``, arrived ``seconds`` after the tasks went out."""
+        ...
+
+    def closed(self, seconds: float) -> bool:
+        """Whether the round, ``seconds`` after the tasks went out, waits no longer."""
+        ...
+
+
 class Transport(Protocol):
     """Carries a round's tasks and the global model to workers and brings replies back."""
 
-    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
-        """Send every task with the downlink; return the replies that arrived in time."""
+    def exchange(
+        self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
+    ) -> Exchange:
+        """Send every task with the downlink; return the replies that arrived in time.
+
+        With a ``listener``, a transport that waits in real time hands it each reply
+        as it arrives and returns once :meth:`Listener.closed` is true; every reply
+        it returns has been handed to the listener. A transport without a clock (the
+        in-process double) may ignore it: every reply arrives at once.
+        """
         ...

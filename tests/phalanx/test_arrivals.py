@@ -1,9 +1,8 @@
-"""Red team of `simulated_pieces`: times and digests come from the model and the bytes."""
+"""`simulated_arrivals`: times come from the systems model and the bytes, never from claims."""
 
 from __future__ import annotations
 
-from phalanx.arrivals import simulated_pieces
-from phalanx.collect.pieces import Piece
+from phalanx.arrivals import simulated_arrivals
 from phalanx.detection import payload_digest
 from phalanx.replies import Reply
 from phalanx.systems.clock import is_available
@@ -21,8 +20,8 @@ def reply(
     return Reply(worker, f"c{worker}", "run", 1, "nonce", files, payloads, digests, signature)
 
 
-def pieces(replies: list[Reply], systems: SystemsConfig, seed: int = 3) -> list[Piece]:
-    return simulated_pieces(
+def times(replies: list[Reply], systems: SystemsConfig, seed: int = 3) -> list[float]:
+    timed = simulated_arrivals(
         replies,
         profiles=draw_profiles(systems, 4, seed),
         systems=systems,
@@ -31,35 +30,27 @@ def pieces(replies: list[Reply], systems: SystemsConfig, seed: int = 3) -> list[
         bytes_down=1000,
         samples_per_file=8,
     )
-
-
-def test_a_reply_claiming_the_honest_digest_over_another_payload_votes_with_what_it_sent() -> None:
-    # Claimed digests are the worker's word: the quorum would count a forged claim as
-    # agreement and close the file on it.
-    got = pieces([reply(0, HONEST), reply(1, FORGED, claimed=HONEST)], SystemsConfig(enabled=True))
-    digests = {(p.worker, p.file): p.digest for p in got}
-    assert digests[1, 0] == payload_digest(FORGED) != digests[0, 0] == payload_digest(HONEST)
+    return [seconds for seconds, _ in timed]
 
 
 def test_the_same_bytes_arrive_at_the_same_time_whoever_claims_what() -> None:
-    honest, forged = pieces(
+    honest, forged = times(
         [reply(0, HONEST), reply(0, HONEST, claimed=FORGED)], SystemsConfig(enabled=True)
-    )[::2]
-    assert honest.time == forged.time > 0
+    )
+    assert honest == forged > 0
 
 
 def test_a_signature_one_byte_longer_does_not_move_the_clock() -> None:
     # DER ECDSA signatures are 70 to 72 bytes at random: timed, they made a run's clock
     # differ from its replay by a microsecond.
     slow_link = SystemsConfig(enabled=True, up_bytes_per_s=1.0)
-    short, long = pieces(
+    short, long = times(
         [reply(0, HONEST, signature=b"s" * 70), reply(0, HONEST, signature=b"s" * 72)], slow_link
-    )[::2]
-    assert short.time == long.time
+    )
+    assert short == long
 
 
-def test_an_absent_worker_and_one_outside_the_roster_bring_no_piece() -> None:
+def test_an_absent_worker_never_arrives_and_one_outside_the_roster_at_once() -> None:
     systems = SystemsConfig(enabled=True, availability="dropout", dropout_probability=0.5)
     away = next(w for w in range(4) if not is_available(systems, 3, w, 1))
-    got = pieces([reply(away, HONEST), reply(9, HONEST)], systems)
-    assert got == []
+    assert times([reply(away, HONEST), reply(9, HONEST)], systems) == [0.0]

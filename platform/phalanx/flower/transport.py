@@ -11,7 +11,7 @@ from flwr.serverapp import Grid
 
 from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
-from phalanx.exchange import Exchange
+from phalanx.exchange import Exchange, Listener
 from phalanx.faults import one_line
 from phalanx.flower.records import (
     MESSAGE_TYPE,
@@ -55,8 +55,15 @@ class GridTransport:
         self.timeout = timeout
         self.poll_interval = poll_interval
 
-    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
-        """Send every task with the downlink and collect the replies."""
+    def exchange(
+        self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
+    ) -> Exchange:
+        """Send every task with the downlink and collect the replies.
+
+        Without a ``listener`` the round waits for every reply up to the timeout; with
+        one, each reply is handed to it as it is pulled, and the wait ends as soon as
+        the listener says the round is closed. Replies still out are not waited for.
+        """
         messages = []
         bytes_down = 0
         for task in tasks:
@@ -71,11 +78,12 @@ class GridTransport:
                 )
             )
         sent = list(self.grid.push_messages(messages))
+        started = time.monotonic()
         worker_of_message = {mid: task.worker for mid, task in zip(sent, tasks, strict=True) if mid}
         replies: list[Reply] = []
         malformed: list[Rejection] = []
         pending = set(worker_of_message)
-        deadline = time.monotonic() + self.timeout
+        deadline = started + self.timeout
         while pending and time.monotonic() < deadline:
             for message in self.grid.pull_messages(list(pending)):
                 mid = message.metadata.reply_to_message_id
@@ -86,8 +94,12 @@ class GridTransport:
                 outcome = _outcome(message, worker)
                 if isinstance(outcome, Reply):
                     replies.append(outcome)
+                    if listener is not None:
+                        listener.arrived(outcome, time.monotonic() - started)
                 else:
                     malformed.append(outcome)
+            if listener is not None and listener.closed(time.monotonic() - started):
+                break
             if pending:
                 time.sleep(self.poll_interval)
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed)

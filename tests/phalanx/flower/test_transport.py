@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -145,3 +145,42 @@ def test_whatever_a_worker_puts_in_its_reply_the_round_completes_and_records_it(
     others = [e for e in report.events if e.worker != victim]
     assert others == []
     assert victim in report.rejected or victim not in {e.worker for e in report.events}
+
+
+class WithholdingGrid(FakeGrid):
+    """A grid on which one node's reply never comes back (a vanished SuperNode)."""
+
+    def __init__(self, app: ClientApp, nodes: list[int], silent: int) -> None:
+        super().__init__(app, nodes)
+        self.silent = silent
+        self.pulls = 0
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        self.pulls += 1
+        withheld = {i for i, m in self.replies.items() if m.metadata.src_node_id == self.silent}
+        return super().pull_messages([i for i in message_ids if i not in withheld])
+
+
+@pytest.mark.timeout(120)
+def test_a_deployed_round_closes_by_its_policy_without_the_node_that_never_answers() -> None:
+    # The transport waits up to an hour; the quorum closes each round once the six
+    # answering workers agree, and the Grid is no longer polled.
+    config = small_config(
+        rounds=2,
+        attack={"name": None, "q": 0},
+        deployment={"backend": "deployment"},
+        collect={"policy": "quorum", "m": 2},
+    )
+    nodes = {w: NODE_BASE + w for w in range(config.assignment.num_workers)}
+    grid = WithholdingGrid(build_client_app(), list(nodes.values()), silent=nodes[3])
+    transport = GridTransport(grid, nodes, config.model_dump_json(), timeout=3600.0)  # type: ignore[arg-type]
+    reports: list[RoundReport] = []
+
+    class ListSink:
+        def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+            reports.append(report)
+
+    execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
+    assert [r.metrics["missing_replies"] for r in reports] == [1.0, 1.0]
+    assert all(r.flagged == () and r.metrics["accepted_files"] == 7 for r in reports)
+    assert grid.pulls == 2  # one pull a round: its replies closed it

@@ -15,10 +15,11 @@ rejects it as ``bad_signature``, the more precise finding.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from phalanx.channel import Downlink
-from phalanx.exchange import Exchange, Transport
+from phalanx.exchange import Exchange, Listener, Transport
 from phalanx.identity import IdentityError, verify_reply
 from phalanx.replies import Rejection, Reply, Task
 from phalanx.roster import Member
@@ -94,21 +95,45 @@ class NodeBindingTransport:
         self.members = dict(members)
         self.node_of_worker = dict(node_of_worker)
 
-    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
-        """Exchange through the inner transport, then check every reply's node binding."""
-        exchange = self.inner.exchange(tasks, downlink)
+    def exchange(
+        self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
+    ) -> Exchange:
+        """Exchange through the inner transport, then check every reply's node binding.
+
+        A ``listener`` hears only of replies bound to their node: one that is not must
+        not close a file or a round.
+        """
+        bound = None if listener is None else _BoundOnly(listener, self._problem)
+        exchange = self.inner.exchange(tasks, downlink, bound)
         kept: list[Reply] = []
         refused = list(exchange.malformed)
         for reply in exchange.replies:
-            member = self.members.get(reply.worker)
-            node_id = self.node_of_worker.get(reply.worker)
-            problem = (
-                None
-                if member is None or node_id is None
-                else node_binding_problem(reply, member, node_id)
-            )
+            problem = self._problem(reply)
             if problem is None:
                 kept.append(reply)
             else:
                 refused.append(Rejection(reply.worker, NODE_ID_MISMATCH, problem))
         return Exchange(replies=kept, bytes_down=exchange.bytes_down, malformed=refused)
+
+    def _problem(self, reply: Reply) -> str | None:
+        """Why ``reply`` is not bound to its worker's node, or ``None`` when it is."""
+        member = self.members.get(reply.worker)
+        node_id = self.node_of_worker.get(reply.worker)
+        if member is None or node_id is None:
+            return None
+        return node_binding_problem(reply, member, node_id)
+
+
+@dataclass(frozen=True)
+class _BoundOnly:
+    """A listener that hears only of the replies bound to their node."""
+
+    listener: Listener
+    problem: Callable[[Reply], str | None]
+
+    def arrived(self, reply: Reply, seconds: float) -> None:
+        if self.problem(reply) is None:
+            self.listener.arrived(reply, seconds)
+
+    def closed(self, seconds: float) -> bool:
+        return self.listener.closed(seconds)

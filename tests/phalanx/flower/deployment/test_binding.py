@@ -9,7 +9,7 @@ import pytest
 
 from phalanx.channel import Downlink
 from phalanx.data import load_dataset
-from phalanx.exchange import Exchange
+from phalanx.exchange import Exchange, Listener
 from phalanx.flower.deployment.binding import (
     NODE_ID_MISMATCH,
     NodeBindingTransport,
@@ -75,8 +75,26 @@ class FakeTransport:
     def __init__(self, replies: list[Reply]) -> None:
         self.replies = replies
 
-    def exchange(self, tasks: Sequence[Task], downlink: Downlink) -> Exchange:
+    def exchange(
+        self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
+    ) -> Exchange:
+        for reply in self.replies:
+            if listener is not None:
+                listener.arrived(reply, 1.0)
         return Exchange(replies=self.replies, bytes_down=7)
+
+
+class HeardReplies:
+    """A listener that notes what it hears (a test double of the coordinator's intake)."""
+
+    def __init__(self) -> None:
+        self.heard: list[int] = []
+
+    def arrived(self, reply: Reply, seconds: float) -> None:
+        self.heard.append(reply.worker)
+
+    def closed(self, seconds: float) -> bool:
+        return False
 
 
 def test_the_transport_turns_a_mismatch_into_a_rejection_and_keeps_the_rest(
@@ -91,6 +109,19 @@ def test_the_transport_turns_a_mismatch_into_a_rejection_and_keeps_the_rest(
     assert exchange.replies == [honest]
     assert [(r.worker, r.kind) for r in exchange.malformed] == [(0, NODE_ID_MISMATCH)]
     assert exchange.bytes_down == 7
+
+
+def test_a_reply_on_the_wrong_node_is_never_heard_by_the_round_s_policy(key: PrivateKey) -> None:
+    # A quorum counts what its listener hears: a reply that fails the binding must not
+    # close a file before the coordinator refuses it.
+    other_key = generate_private_key()
+    honest = dataclasses.replace(_signed(other_key, node_id=OTHER_NODE, client_id="c-2"), worker=1)
+    liar = _signed(key, node_id=OTHER_NODE)
+    members = {0: Member(0, "c-1", key.public_key()), 1: Member(1, "c-2", other_key.public_key())}
+    bound = NodeBindingTransport(FakeTransport([liar, honest]), members, {0: NODE, 1: OTHER_NODE})
+    listener = HeardReplies()
+    bound.exchange([], Downlink(kind="full", target=""), listener)
+    assert listener.heard == [1]
 
 
 class FakeSink:

@@ -1,0 +1,197 @@
+"""A round's replies taken in as they arrive: each checked first, then counted by the policy.
+
+:class:`RoundChecks` checks one reply at a time against its task (signature,
+nonce, files, payloads: :func:`~phalanx.replies.check_reply`) and keeps the
+round's replicas, refusals and their events. :class:`Intake` puts a collection
+policy behind it: a reply counts toward closing a file or the round only once it
+has passed the checks (a forged or malformed reply must not close a quorum), at
+the time it arrived. The same intake serves a deployed round, fed by the
+transport as replies come in (it is the transport's
+:class:`~phalanx.exchange.Listener`), and a simulated one, fed in the order of
+the systems model's arrival times (:meth:`Intake.feed`); either way, what came
+after the close is late and left out, and what never came is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from phalanx.assignment import Assignment
+from phalanx.collect.pieces import Collection, Piece, split
+from phalanx.collect.registry import CollectionPolicy
+from phalanx.detection import Replica, payload_digest
+from phalanx.event_kinds import EventKind
+from phalanx.faults import describe
+from phalanx.replies import Decoder, Rejection, Reply, ReplyRejectedError, Task, check_reply
+from phalanx.reports import EventReport, rejection_event
+from phalanx.roster import Member
+
+log = logging.getLogger(__name__)
+
+
+class RoundChecks:
+    """The checks of one round's replies, one reply at a time.
+
+    Parameters
+    ----------
+    tasks : Mapping[int, Task]
+        Worker -> its task this round.
+    members : Mapping[int, Member]
+        Worker -> its registered identity.
+    decode : Decoder
+        Turns a payload into an update.
+    round_ : int
+        The round, for the events.
+    """
+
+    def __init__(
+        self,
+        tasks: Mapping[int, Task],
+        members: Mapping[int, Member],
+        decode: Decoder,
+        round_: int,
+    ) -> None:
+        self.tasks = tasks
+        self.members = members
+        self.round = round_
+        self.replicas: list[Replica] = []
+        self.events: list[EventReport] = []
+        self.rejected: set[int] = set()
+        self._seen: set[int] = set()
+        # Honest replicas of a file send identical bytes: hash and decode each payload
+        # once a round (a repeat costs a dictionary lookup and a comparison of the bytes).
+        self._decode = functools.cache(decode)
+        self._digest = functools.cache(payload_digest)
+
+    def admit(self, reply: Reply) -> list[Replica]:
+        """Check ``reply``; return its replicas, or none when it is refused (and recorded)."""
+        member = self.members.get(reply.worker)
+        task = self.tasks.get(reply.worker)
+        try:
+            if member is None or task is None:
+                raise ReplyRejectedError(
+                    "unassigned_file", f"worker {reply.worker} had no task this round"
+                )
+            if reply.worker in self._seen:
+                raise ReplyRejectedError("malformed_reply", "a second reply for the same task")
+            self._seen.add(reply.worker)
+            replicas = check_reply(
+                reply,
+                task,
+                client_id=member.client_id,
+                public_key=member.public_key,
+                decode=self._decode,
+                digest=self._digest,
+            )
+        except ReplyRejectedError as exc:
+            rejection = Rejection(reply.worker, exc.kind, exc.reason)
+        except Exception as exc:  # nothing a worker sends may stop the run
+            # Not shown to be the worker's doing: a fault, and if it strikes most
+            # workers of the round, the run fails on it (common_failure).
+            log.exception("checking worker %d's reply in round %d", reply.worker, reply.round)
+            reason = f"the coordinator could not check this reply: {describe(exc)}"
+            rejection = Rejection(reply.worker, EventKind.UNCHECKED_REPLY, reason)
+        else:
+            self.replicas.extend(replicas)
+            return replicas
+        self.rejected.add(reply.worker)
+        client_id = member.client_id if member else None
+        self.events.append(rejection_event(rejection, client_id, self.round))
+        return []
+
+
+@dataclass
+class Intake:
+    """A round's arrivals, checked as they come, until its collection policy closes it.
+
+    Parameters
+    ----------
+    policy : CollectionPolicy
+        When the round stops waiting.
+    assignment : Assignment
+        The round's assignment.
+    dispatched : frozenset of int
+        Workers given work.
+    checks : RoundChecks
+        The round's reply checks; only replicas that pass them become pieces.
+    options : Mapping
+        The close rule's options for this round (adaptive_k's current ``k``).
+    """
+
+    policy: CollectionPolicy
+    assignment: Assignment
+    dispatched: frozenset[int]
+    checks: RoundChecks
+    options: Mapping[str, Any] = field(default_factory=dict)
+    pieces: list[Piece] = field(default_factory=list)
+    arrived_at: dict[int, float] = field(default_factory=dict)
+    after_close: list[Piece] = field(default_factory=list)
+
+    def arrived(self, reply: Reply, seconds: float) -> None:
+        """Take in ``reply``, arrived ``seconds`` after the round began (a transport's call)."""
+        if reply.need_sync:  # not an answer yet: the worker asks for the full model
+            return
+        self.arrived_at.setdefault(reply.worker, seconds)
+        for replica in self.checks.admit(reply):
+            self.pieces.append(Piece(replica.worker, replica.file, seconds, replica.digest))
+
+    def closed(self, seconds: float) -> bool:
+        """Whether the round, ``seconds`` after it began, waits no longer."""
+        return self.policy.closes_by(
+            seconds, self.assignment, self.pieces, dispatched=self.dispatched, **self.options
+        )
+
+    def feed(self, timed: Iterable[tuple[float, Reply]]) -> None:
+        """Take in a simulated round's replies in the order of their arrival times.
+
+        A reply that arrives after the round closed is never checked (nobody would
+        have seen it); its pieces are late, digests of the payloads as sent.
+        """
+        ordered = sorted(timed, key=lambda item: (item[0], item[1].worker))
+        for seconds, reply in ordered:
+            if self._closed_before(seconds):
+                self.arrived_at.setdefault(reply.worker, seconds)
+                self.after_close.extend(
+                    Piece(reply.worker, f, seconds, payload_digest(p))
+                    for f, p in zip(reply.files, reply.payloads, strict=False)
+                )
+            else:
+                self.arrived(reply, seconds)
+
+    def _closed_before(self, seconds: float) -> bool:
+        deadline = self.policy.deadline_s
+        if deadline is not None and deadline < seconds:
+            return True
+        met = self.policy.close_time(
+            self.assignment, self.pieces, dispatched=self.dispatched, **self.options
+        )
+        return met is not None and met < seconds
+
+    def collection(self) -> Collection:
+        """Close the round over the checked pieces; list the unchecked late ones too."""
+        closing = self.policy(
+            self.assignment, self.pieces, dispatched=self.dispatched, **self.options
+        )
+        if not self.after_close:
+            return closing
+        return split(
+            self.assignment,
+            [*self.pieces, *self.after_close],
+            closed_at=closing.closed_at,
+            closed_by=closing.closed_by,
+            dispatched=self.dispatched,
+        )
+
+    def kept_replicas(self, collection: Collection) -> list[Replica]:
+        """Return the checked replicas whose pieces the round kept, by worker.
+
+        By worker, not by arrival, so that a round's detection and aggregate do not
+        depend on which of two replies the network delivered first.
+        """
+        kept = {(p.worker, p.file) for p in collection.kept}
+        chosen = [r for r in self.checks.replicas if (r.worker, r.file) in kept]
+        return sorted(chosen, key=lambda r: r.worker)
