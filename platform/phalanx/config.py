@@ -400,13 +400,31 @@ class RunConfig(_Section):
                 "in runs yet: it needs each group's last accepted update carried across "
                 "rounds; use group_selection = 'all'"
             )
+        partial = [
+            name
+            for name, on in (
+                ("collect.messages = 'per_file'", self.collect.per_file),
+                ("collect.drop_compute", bool(self.collect.drop_compute)),
+            )
+            if on
+        ]
         if self.deployment.backend == "deployment":
             # Deployed rounds close by the policy on real arrival times.
+            if partial:
+                raise ValueError(
+                    f"{' and '.join(partial)} not available in a deployment yet: a deployed "
+                    "worker sends its files in one reply when all are computed"
+                )
             if self.systems.enabled:
                 raise ValueError(
                     "systems.enabled simulates devices, which a deployment has for real; "
                     "turn it off for deployment.backend = 'deployment'"
                 )
+        elif partial and not self.systems.enabled:
+            raise ValueError(
+                f"{' and '.join(partial)} needs compute times, which a simulation takes from "
+                "the systems model: set systems.enabled = true"
+            )
         elif policy != "all" and not self.systems.enabled:
             raise ValueError(
                 f"collect.policy = {policy!r} needs arrival times, which a simulation takes "

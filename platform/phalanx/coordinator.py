@@ -7,6 +7,7 @@ the database (docs/architecture.md, section 4).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import secrets
@@ -22,7 +23,7 @@ from torch import Tensor, nn
 
 from phalanx.aggregation import aggregate, largest_f
 from phalanx.agreement_record import AgreementRecord
-from phalanx.arrivals import simulated_arrivals
+from phalanx.arrivals import TimedReply, simulated_arrivals
 from phalanx.assignment import Assignment
 from phalanx.breakdown import fitted_options, rule_inputs
 from phalanx.channel import Downlink, make_channel
@@ -244,11 +245,13 @@ class Coordinator:
                 checks.admit(reply)
             replicas = checks.replicas
         else:
-            if simulated:
-                intake.feed(self._simulated_arrivals(t, tasks, replies, bytes_down))
+            timed = self._simulated_arrivals(t, tasks, replies, bytes_down) if simulated else []
+            intake.feed(timed)
             collection = intake.collection()
             replicas = intake.kept_replicas(collection)
             collection_metrics = self._collection_metrics(collection, intake, len(tasks))
+            if simulated:
+                collection_metrics["files_cut"] = self._measure_compute(timed, tasks)
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
@@ -356,12 +359,13 @@ class Coordinator:
 
     def _simulated_arrivals(
         self, t: int, tasks: Mapping[int, Task], replies: Sequence[Reply], bytes_down: int
-    ) -> list[tuple[float, Reply]]:
+    ) -> list[TimedReply]:
         """Time a simulated round's replies by the systems model.
 
         A reply from a worker given no task arrives at once, so that the checks refuse
         it on the record whenever the round closes.
         """
+        collect = self.config.collect
         timed = simulated_arrivals(
             replies,
             profiles=self._profiles,
@@ -370,8 +374,23 @@ class Coordinator:
             round_=t,
             bytes_down=bytes_down // max(1, len(tasks)),
             samples_per_file=self.config.data.samples_per_file,
+            per_file=collect.per_file,
+            budget_s=self._memory.budget_s if collect.drop_compute else None,
         )
-        return [(seconds if r.worker in tasks else 0.0, r) for seconds, r in timed]
+        return [
+            x
+            if x.reply.worker in tasks
+            else dataclasses.replace(x, seconds=0.0, files_at=dict.fromkeys(x.reply.files, 0.0))
+            for x in timed
+        ]
+
+    def _measure_compute(self, timed: Sequence[TimedReply], tasks: Mapping[int, Task]) -> float:
+        """Give DropCompute the round's compute times; return how many files budgets cut."""
+        mine = [x for x in timed if x.reply.worker in tasks]
+        measured = [x for x in mine if x.compute_s]
+        overhead = sum(x.overhead_s for x in measured) / max(1, len(measured))
+        self._memory.measure([x.compute_s for x in measured], overhead)
+        return float(sum(len(x.reply.files) - len(x.files_at) for x in mine))
 
     def _collection_metrics(
         self, collection: Collection, intake: Intake, dispatched: int
@@ -383,7 +402,7 @@ class Coordinator:
         """
         kept = set(collection.kept_workers)
         late = {p.worker for p in collection.late} - kept
-        missing = set(intake.dispatched) - set(intake.arrived_at)
+        missing = set(intake.dispatched) - set(intake.arrived_at) - intake.cut
         if self.config.systems.enabled:
             self._simulated_s += collection.closed_at
             clock = {"simulated_s": collection.closed_at, "simulated_total_s": self._simulated_s}

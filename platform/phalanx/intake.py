@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from phalanx.arrivals import TimedReply
 from phalanx.assignment import Assignment
 from phalanx.collect.pieces import Collection, Piece, split
 from phalanx.collect.registry import CollectionPolicy
@@ -130,14 +131,23 @@ class Intake:
     pieces: list[Piece] = field(default_factory=list)
     arrived_at: dict[int, float] = field(default_factory=dict)
     after_close: list[Piece] = field(default_factory=list)
+    cut: set[int] = field(default_factory=set)
 
-    def arrived(self, reply: Reply, seconds: float) -> None:
-        """Take in ``reply``, arrived ``seconds`` after the round began (a transport's call)."""
+    def arrived(
+        self, reply: Reply, seconds: float, files_at: Mapping[int, float] | None = None
+    ) -> None:
+        """Take in ``reply``, arrived ``seconds`` after the round began (a transport's call).
+
+        ``files_at`` (simulation) says when each of its files arrived, when they came
+        one by one; a file it leaves out was never sent (a compute budget cut it).
+        """
         if reply.need_sync:  # not an answer yet: the worker asks for the full model
             return
         self.arrived_at.setdefault(reply.worker, seconds)
         for replica in self.checks.admit(reply):
-            self.pieces.append(Piece(replica.worker, replica.file, seconds, replica.digest))
+            at = seconds if files_at is None else files_at.get(replica.file)
+            if at is not None:
+                self.pieces.append(Piece(replica.worker, replica.file, at, replica.digest))
 
     def closed(self, seconds: float) -> bool:
         """Whether the round, ``seconds`` after it began, waits no longer."""
@@ -145,22 +155,25 @@ class Intake:
             seconds, self.assignment, self.pieces, dispatched=self.dispatched, **self.options
         )
 
-    def feed(self, timed: Iterable[tuple[float, Reply]]) -> None:
-        """Take in a simulated round's replies in the order of their arrival times.
+    def feed(self, timed: Iterable[TimedReply]) -> None:
+        """Take in a simulated round's replies in the order of their (first) arrival times.
 
         A reply that arrives after the round closed is never checked (nobody would
         have seen it); its pieces are late, digests of the payloads as sent.
         """
-        ordered = sorted(timed, key=lambda item: (item[0], item[1].worker))
-        for seconds, reply in ordered:
-            if self._closed_before(seconds):
-                self.arrived_at.setdefault(reply.worker, seconds)
+        for item in sorted(timed, key=lambda item: (item.seconds, item.reply.worker)):
+            reply = item.reply
+            if reply.files and not item.files_at:  # its compute budget cut every file
+                self.cut.add(reply.worker)
+            elif self._closed_before(item.seconds):
+                self.arrived_at.setdefault(reply.worker, item.seconds)
                 self.after_close.extend(
-                    Piece(reply.worker, f, seconds, payload_digest(p))
+                    Piece(reply.worker, f, item.files_at[f], payload_digest(p))
                     for f, p in zip(reply.files, reply.payloads, strict=False)
+                    if f in item.files_at
                 )
             else:
-                self.arrived(reply, seconds)
+                self.arrived(reply, item.seconds, item.files_at)
 
     def _closed_before(self, seconds: float) -> bool:
         deadline = self.policy.deadline_s

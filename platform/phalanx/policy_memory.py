@@ -4,8 +4,10 @@ Two policies learn as a run goes on. ``adaptive_k`` waits for ``k`` workers and
 raises ``k`` when the global updates stop travelling (:mod:`~phalanx.collect.adaptive`):
 it needs this round's update beside the previous one. ``bandit`` gives work only
 to the ``k`` workers it expects to be fastest and learns their response times
-(:mod:`~phalanx.collect.bandit`). Every other policy decides each round from that
-round's arrivals alone.
+(:mod:`~phalanx.collect.bandit`). DropCompute's automatic compute budget is
+chosen from the compute times of the first rounds
+(:mod:`~phalanx.collect.dropcompute`). Every other policy decides each round from
+that round's arrivals alone.
 
 :class:`PolicyMemory` holds that state, says who gets work and with which options
 the round closes, learns from the round, and writes and restores itself for a
@@ -14,8 +16,8 @@ checkpoint, so a resumed run decides exactly as the run it continues would have.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,6 +26,7 @@ from torch import Tensor
 from phalanx.collect.adaptive import AdaptiveK, advance_k
 from phalanx.collect.bandit import BanditState, observe_times, select_workers
 from phalanx.collect.config import CollectConfig
+from phalanx.collect.dropcompute import best_threshold
 from phalanx.collect.pieces import Collection
 
 
@@ -57,6 +60,11 @@ class PolicyMemory:
         The bandit's learned response times (``None`` for other policies).
     last_update : Tensor, optional
         adaptive_k: the last global update applied, for the next round's inner product.
+    budget_s : float, optional
+        DropCompute's compute budget, once set or chosen.
+    measured : list
+        DropCompute's warm-up: per round measured, each worker's cumulative compute
+        times of its files, and the round's mean seconds outside compute.
     """
 
     config: CollectConfig
@@ -64,6 +72,8 @@ class PolicyMemory:
     adaptive: AdaptiveK | None = None
     bandit: BanditState | None = None
     last_update: Tensor | None = None
+    budget_s: float | None = None
+    measured: list[tuple[list[list[float]], float]] = field(default_factory=list)
 
     @classmethod
     def start(cls, config: CollectConfig, num_workers: int) -> PolicyMemory:
@@ -71,7 +81,7 @@ class PolicyMemory:
         chosen = config.parameters()
         adaptive = AdaptiveK(int(chosen["k"])) if config.policy == "adaptive_k" else None
         bandit = BanditState.fresh(num_workers) if config.policy == "bandit" else None
-        return cls(config, num_workers, adaptive, bandit)
+        return cls(config, num_workers, adaptive, bandit, budget_s=config.compute_budget_s)
 
     @property
     def follows_updates(self) -> bool:
@@ -98,8 +108,37 @@ class PolicyMemory:
         return {} if self.adaptive is None else {"k": self.adaptive.k}
 
     def metrics(self) -> dict[str, float]:
-        """Return what the state decided this round, for the round's report."""
-        return {} if self.adaptive is None else {"collect_k": float(self.adaptive.k)}
+        """Return what the state decided this round, for the round's report.
+
+        ``compute_budget_s`` is -1 while DropCompute still measures its warm-up rounds.
+        """
+        decided: dict[str, float] = {}
+        if self.adaptive is not None:
+            decided["collect_k"] = float(self.adaptive.k)
+        if self.config.drop_compute:
+            decided["compute_budget_s"] = -1.0 if self.budget_s is None else self.budget_s
+        return decided
+
+    def measure(self, compute_s: Sequence[Sequence[float]], overhead_s: float) -> None:
+        """Take in one round's compute times for DropCompute's automatic budget.
+
+        Parameters
+        ----------
+        compute_s : sequence of sequence of float
+            Per worker that replied, the compute time at which each of its files was
+            finished (as it measures them).
+        overhead_s : float
+            The round's mean seconds outside compute.
+        """
+        if not self.config.drop_compute or self.budget_s is not None:
+            return
+        self.measured.append(([list(w) for w in compute_s if w], overhead_s))
+        if len(self.measured) >= self.config.warmup:
+            rounds = [r for r, _ in self.measured]
+            overhead = sum(o for _, o in self.measured) / len(self.measured)
+            if any(rounds):
+                self.budget_s = best_threshold(rounds, overhead)
+            self.measured = []
 
     def observe(self, collection: Collection, dispatched: Set[int], update: Tensor | None) -> None:
         """Learn from a closed round.
@@ -140,6 +179,11 @@ class PolicyMemory:
                 state["last_update"] = self.last_update
         if self.bandit is not None:
             state["bandit"] = self.bandit.state()
+        if self.config.drop_compute:
+            state["drop_compute"] = {
+                "budget_s": self.budget_s,
+                "measured": [[r, o] for r, o in self.measured],
+            }
         return state
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -162,3 +206,10 @@ class PolicyMemory:
                     f"the run has {self.num_workers}"
                 )
             self.bandit = learned
+        if self.config.drop_compute and "drop_compute" in state:
+            saved = state["drop_compute"]
+            budget = saved["budget_s"]
+            self.budget_s = None if budget is None else float(budget)
+            self.measured = [
+                ([[float(t) for t in w] for w in r], float(o)) for r, o in saved["measured"]
+            ]

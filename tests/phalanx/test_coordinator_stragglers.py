@@ -136,6 +136,50 @@ def test_a_resumed_run_carries_what_its_policy_learned(config: RunConfig) -> Non
     assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
 
 
+def test_per_file_messages_count_the_files_a_straggler_finished_by_the_deadline() -> None:
+    # The straggler computes a file in 0.8 s, the others in 0.016 s, after a download of
+    # about half a second; its whole reply comes at about 3 s. A 2 s deadline sees its
+    # first file when each file goes out on its own, nothing of it otherwise.
+    def deadline(**collect: object) -> RunConfig:
+        return small_config(
+            rounds=1,
+            attack={"name": None, "q": 0},
+            systems=SLOW,
+            collect={"policy": "deadline", "deadline_s": 2.0, **collect},
+        )
+
+    (slow,) = stragglers(deadline())
+    (whole,) = run(deadline()).reports
+    (split,) = run(deadline(messages="per_file")).reports
+    assert slow not in given_work(whole) and whole.metrics["late_replies"] == 1
+    # Its first file came in time: the worker is not late, only its later files are.
+    assert slow in given_work(split) and split.metrics["late_replies"] == 0
+    assert split.metrics["accepted_files"] == whole.metrics["accepted_files"] == 7
+    assert split.flagged == whole.flagged == ()
+
+
+def test_drop_compute_measures_then_cuts_the_straggler_s_files_and_never_flags_it() -> None:
+    config = slow_honest(5, policy="all", drop_compute=True, warmup_rounds=2)
+    sink = run(config)
+    budgets = [r.metrics["compute_budget_s"] for r in sink.reports]
+    assert budgets[:2] == [-1.0, -1.0] and budgets[2] > 0 and len(set(budgets[2:])) == 1
+    cut = [r.metrics["files_cut"] for r in sink.reports]
+    assert cut[:2] == [0.0, 0.0] and all(c == 3 for c in cut[2:])  # the straggler's three
+    times = [r.metrics["simulated_s"] for r in sink.reports]
+    assert max(times[2:]) < min(times[:2]) / 4  # the download alone is most of what is left
+    assert not any(r.flagged for r in sink.reports)
+    assert all(r.metrics["missing_replies"] == 0 for r in sink.reports)
+
+
+def test_a_resumed_run_keeps_its_compute_budget() -> None:
+    config = slow_honest(4, policy="all", drop_compute=True, warmup_rounds=2)
+    straight = run(config)
+    first, resumed = run_interrupted(config, stop_after=2)
+    assert [r.metrics["compute_budget_s"] for r in first.reports + resumed.reports] == [
+        r.metrics["compute_budget_s"] for r in straight.reports
+    ]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -151,6 +195,14 @@ def test_a_resumed_run_carries_what_its_policy_learned(config: RunConfig) -> Non
             {"deployment": {"backend": "deployment"}, "systems": {"enabled": True}},
             "a deployment has for real",
         ),
+        ({"collect": {"messages": "per_file"}}, "per_file' needs compute times"),
+        ({"collect": {"drop_compute": True}}, "drop_compute needs compute times"),
+        (
+            {"deployment": {"backend": "deployment"}, "collect": {"drop_compute": True}},
+            "not available in a deployment yet",
+        ),
+        ({"collect": {"drop_compute": 1}}, "drop_compute"),
+        ({"collect": {"compute_budget_s": 2.0}}, "apply only with drop_compute"),
     ],
 )
 def test_collection_settings_a_run_cannot_honour_are_refused(

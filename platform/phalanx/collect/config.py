@@ -119,6 +119,33 @@ class CollectConfig(NumbersNotBooleans):
         description="bandit: weight of the UCB exploration bonus (null: 1.5, CUCB's 3/2).",
     )
 
+    messages: Literal["per_reply", "per_file"] | None = Field(
+        default=None,
+        description="per_reply: a worker's files arrive together, in one reply; per_file: "
+        "each file goes out as soon as it is computed, so a straggler's finished files count "
+        "(null: per_reply).",
+    )
+    drop_compute: bool | None = Field(
+        default=None,
+        strict=True,
+        description="DropCompute: a worker stops computing once its compute time passes the "
+        "round's budget and sends the files it finished (null: false).",
+    )
+    compute_budget_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=MAX_DEADLINE_S,
+        description="drop_compute: seconds of compute per round (null: chosen after the "
+        "warm-up rounds from the measured compute times, to maximise files per second).",
+    )
+    warmup_rounds: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="drop_compute with an automatic budget: rounds measured, without a "
+        "budget, before it is chosen (null: 3).",
+    )
+
     @model_validator(mode="after")
     def _parameters_of_the_policy(self) -> CollectConfig:
         given = {name for name in _PARAMETER_NAMES if getattr(self, name) is not None}
@@ -132,12 +159,27 @@ class CollectConfig(NumbersNotBooleans):
         absent = sorted(REQUIRED.get(self.policy, frozenset()) - given)
         if absent:
             raise ValueError(f"policy {self.policy!r} needs {', '.join(absent)}")
+        budget = [n for n in ("compute_budget_s", "warmup_rounds") if getattr(self, n) is not None]
+        if budget and not self.drop_compute:
+            raise ValueError(f"{', '.join(budget)} apply only with drop_compute = true")
+        if self.compute_budget_s is not None and self.warmup_rounds is not None:
+            raise ValueError("warmup_rounds apply only to an automatic budget: remove one")
         lazy_only = {"lazy_c", "max_staleness"} & given
         if lazy_only and self.group_selection != "lazy":
             raise ValueError(
                 f"{', '.join(sorted(lazy_only))} apply only with group_selection 'lazy'"
             )
         return self
+
+    @property
+    def per_file(self) -> bool:
+        """Whether each file goes out on its own as soon as it is computed."""
+        return self.messages == "per_file"
+
+    @property
+    def warmup(self) -> int:
+        """Rounds measured before an automatic compute budget is chosen."""
+        return 3 if self.warmup_rounds is None else self.warmup_rounds
 
     def parameters(self) -> dict[str, float | int | str]:
         """Return the parameters the policy reads, ``null`` ones at their defaults."""
