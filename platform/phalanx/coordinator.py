@@ -51,6 +51,7 @@ from phalanx.replies import (
     check_reply,
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, suspects_event
+from phalanx.response_times import round_responses
 from phalanx.roster import Member
 from phalanx.systems.profiles import draw_profiles
 from phalanx.training import derive_seed, evaluate
@@ -131,6 +132,7 @@ class Coordinator:
         missing = set(range(config.assignment.num_workers)) - set(self.members)
         if missing:
             raise ValueError(f"no identity for workers {sorted(missing)}")
+        self._client_ids = {w: m.client_id for w, m in self.members.items()}
 
     @property
     def params(self) -> Tensor:
@@ -313,6 +315,10 @@ class Coordinator:
                 **self._collection_metrics(collection),
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
+            # Simulated rounds only: a deployment's real arrival times are not measured yet.
+            responses=()
+            if collection is None
+            else round_responses(collection, tasks, clients=self._client_ids),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
