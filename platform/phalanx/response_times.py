@@ -12,7 +12,8 @@ close), ``late`` (after it: the time is known) or ``missing`` (never, or never
 whole: no time). A worker's time is the arrival of its *last* piece, so a reply
 sent as one message per file takes as long as its slowest message.
 
-Over a run, :func:`summarize` gives each worker its rounds given work, the
+Over a run, :func:`summarize` (or :func:`summarize_histories`, over each
+worker's :class:`History`) gives each worker its rounds given work, the
 mean, median and 90th percentile of its known times, its late and missing
 counts, and whether it is **persistently slow**:
 
@@ -44,7 +45,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:
@@ -61,21 +62,6 @@ SLOW_ROUNDS = 3
 """Slow rounds in the window that make a worker persistently slow."""
 SLOW_RATIO = 3.0
 """A reply this many times the run's median response, or longer, makes a slow round."""
-
-
-def response_status(value: str) -> ResponseStatus:
-    """Return ``value`` as a :data:`ResponseStatus`.
-
-    Raises
-    ------
-    ValueError
-        When it is none of them.
-    """
-    for status in get_args(ResponseStatus):
-        if value == status:
-            typed: ResponseStatus = status
-            return typed
-    raise ValueError(f"a response's status must be one of {STATUSES}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -296,17 +282,44 @@ def is_slow_round(seconds: float | None, run_median: float | None) -> bool:
     return seconds > 0 and seconds >= SLOW_RATIO * run_median
 
 
-def worker_summary(
-    worker: int, history: Iterable[tuple[int, WorkerResponse]], run_median: float | None
-) -> ResponseSummary:
+@dataclass
+class History:
+    """One worker's responses over a run, in round order, as plain columns.
+
+    What :func:`summary_of` reads; the store fills it from its rows without making
+    a :class:`WorkerResponse` of each (its CHECKs already hold what the class checks).
+
+    Attributes
+    ----------
+    seconds : list of float or None
+        Each response's time (``None``: missing), oldest round first.
+    statuses : list of str
+        Each response's status, in the same order.
+    client_id : str or None
+        The client its latest response names.
+    """
+
+    seconds: list[float | None] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    client_id: str | None = None
+
+    def add(self, seconds: float | None, status: str, client_id: str | None = None) -> None:
+        """Append the response of a later round."""
+        self.seconds.append(seconds)
+        self.statuses.append(status)
+        if client_id is not None:
+            self.client_id = client_id
+
+
+def summary_of(worker: int, history: History, run_median: float | None) -> ResponseSummary:
     """Summarise one worker's responses over a run.
 
     Parameters
     ----------
     worker : int
         The worker.
-    history : iterable of (int, WorkerResponse)
-        Its responses with their round numbers, one per round, in any order.
+    history : History
+        Its responses, oldest round first.
     run_median : float or None
         The run's median response (:func:`median` of every known time of the run).
 
@@ -314,26 +327,43 @@ def worker_summary(
     -------
     ResponseSummary
     """
-    ordered = sorted(history, key=lambda item: item[0])
-    responses = [r for _, r in ordered]
-    times = [r.seconds for r in responses if r.seconds is not None]
-    window = responses[-WINDOW:]
+    statuses = history.statuses
+    times = [s for s in history.seconds if s is not None]
+    recent = history.seconds[-WINDOW:]
+    recent_statuses = statuses[-WINDOW:]
     return ResponseSummary(
         worker=worker,
-        client_id=next((r.client_id for r in reversed(responses) if r.client_id), None),
-        rounds=len(responses),
-        kept=sum(r.status == "kept" for r in responses),
-        late=sum(r.status == "late" for r in responses),
-        missing=sum(r.status == "missing" for r in responses),
+        client_id=history.client_id,
+        rounds=len(statuses),
+        kept=statuses.count("kept"),
+        late=statuses.count("late"),
+        missing=statuses.count("missing"),
         mean_s=mean(times),
         median_s=median(times),
         p90_s=p90(times),
-        recent=len(window),
-        slow_rounds=sum(is_slow_round(r.seconds, run_median) for r in window),
-        recent_late=sum(r.status == "late" for r in window),
-        recent_missing=sum(r.status == "missing" for r in window),
+        recent=len(recent),
+        slow_rounds=sum(is_slow_round(s, run_median) for s in recent),
+        recent_late=recent_statuses.count("late"),
+        recent_missing=recent_statuses.count("missing"),
         run_median_s=run_median,
     )
+
+
+def summarize_histories(histories: Mapping[int, History]) -> RunResponseTimes:
+    """Summarise every worker's history, against the median of every known time of them."""
+    run_median = median(s for h in histories.values() for s in h.seconds if s is not None)
+    return RunResponseTimes(
+        median_s=run_median,
+        workers=tuple(summary_of(w, histories[w], run_median) for w in sorted(histories)),
+    )
+
+
+def worker_history(responses: Iterable[tuple[int, WorkerResponse]]) -> History:
+    """Return the history of responses given with their round numbers, in any order."""
+    history = History()
+    for _, response in sorted(responses, key=lambda item: item[0]):
+        history.add(response.seconds, response.status, response.client_id)
+    return history
 
 
 def summarize(responses: Iterable[tuple[int, WorkerResponse]]) -> RunResponseTimes:
@@ -342,7 +372,8 @@ def summarize(responses: Iterable[tuple[int, WorkerResponse]]) -> RunResponseTim
     Parameters
     ----------
     responses : iterable of (int, WorkerResponse)
-        Every response of the run with its round number, in any order.
+        Every response of the run with its round number (one per worker and
+        round), in any order.
 
     Returns
     -------
@@ -352,13 +383,7 @@ def summarize(responses: Iterable[tuple[int, WorkerResponse]]) -> RunResponseTim
     by_worker: defaultdict[int, list[tuple[int, WorkerResponse]]] = defaultdict(list)
     for t, response in responses:
         by_worker[response.worker].append((t, response))
-    run_median = median(
-        r.seconds for history in by_worker.values() for _, r in history if r.seconds is not None
-    )
-    return RunResponseTimes(
-        median_s=run_median,
-        workers=tuple(worker_summary(w, by_worker[w], run_median) for w in sorted(by_worker)),
-    )
+    return summarize_histories({w: worker_history(h) for w, h in by_worker.items()})
 
 
 def _slow_words(summary: ResponseSummary) -> str:

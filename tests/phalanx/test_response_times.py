@@ -20,11 +20,11 @@ from phalanx.response_times import (
     is_slow_round,
     median,
     p90,
-    response_status,
     round_responses,
     seconds_text,
     summarize,
-    worker_summary,
+    summary_of,
+    worker_history,
 )
 from tests.support.arrivals import Arrivals, arrivals, whole_replies
 
@@ -131,12 +131,6 @@ def test_a_response_refuses_a_negative_or_boolean_worker() -> None:
             WorkerResponse(worker, 1.0, "kept")
 
 
-def test_a_stored_status_is_read_back_or_refused() -> None:
-    assert [response_status(s) for s in ("kept", "late", "missing")] == ["kept", "late", "missing"]
-    with pytest.raises(ValueError, match="status"):
-        response_status("slow")
-
-
 # ----------------------------------------------------------- statistics
 
 
@@ -155,7 +149,8 @@ def test_statistics_of_nothing_are_none() -> None:
 
 
 def test_the_mean_of_huge_times_does_not_overflow() -> None:
-    summary = worker_summary(0, [(1, kept(0, 1.7e308)), (2, kept(0, 1.7e308))], None)
+    history = worker_history([(1, kept(0, 1.7e308)), (2, kept(0, 1.7e308))])
+    summary = summary_of(0, history, None)
     assert summary.mean_s == 1.7e308
 
 

@@ -13,35 +13,31 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import String, func, select, tuple_, type_coerce
 from sqlalchemy.orm import Session
 
 from phalanx.response_times import (
+    History,
     ResponseSummary,
     RunResponseTimes,
-    WorkerResponse,
     median,
-    response_status,
-    summarize,
-    worker_summary,
+    summarize_histories,
+    summary_of,
 )
 from phalanx.store.models import Run, WorkerResponseRow
 from phalanx.store.runs import get_run
 
+#: What a summary reads of each row, the status as the stored text (no enum made per
+#: row: a run of 10,000 workers has as many rows a round). The table's CHECKs hold
+#: every value to what :class:`phalanx.response_times.WorkerResponse` allows.
 _COLUMNS = (
-    WorkerResponseRow.round,
     WorkerResponseRow.worker,
-    WorkerResponseRow.client_id,
     WorkerResponseRow.seconds,
-    WorkerResponseRow.status,
+    type_coerce(WorkerResponseRow.status, String),
+    WorkerResponseRow.client_id,
 )
-
-
-def _response(
-    t: int, worker: int, client_id: str | None, seconds: float | None, status: str
-) -> tuple[int, WorkerResponse]:
-    """Read one stored row (the table's CHECKs keep every value one a response can hold)."""
-    return t, WorkerResponse(worker, seconds, response_status(status), client_id)
+#: Rows in the primary key's order, so each worker's history comes oldest round first.
+_IN_ROUND_ORDER = (WorkerResponseRow.round, WorkerResponseRow.worker)
 
 
 def run_response_times(session: Session, run_id: str) -> RunResponseTimes:
@@ -64,11 +60,13 @@ def run_response_times(session: Session, run_id: str) -> RunResponseTimes:
     NotFoundError
         When no run has this id.
     """
-    query = select(*_COLUMNS).where(WorkerResponseRow.run_id == run_id)
-    rows = session.execute(query).all()
-    if not rows:
+    query = select(*_COLUMNS).where(WorkerResponseRow.run_id == run_id).order_by(*_IN_ROUND_ORDER)
+    histories: defaultdict[int, History] = defaultdict(History)
+    for worker, seconds, status, client_id in session.execute(query):
+        histories[worker].add(seconds, status, client_id)
+    if not histories:
         get_run(session, run_id)  # a run without responses, or a NotFoundError
-    return summarize(_response(t, w, c, s, status) for t, w, c, s, status in rows)
+    return summarize_histories(histories)
 
 
 def run_medians(session: Session, run_ids: Collection[str]) -> dict[str, float]:
@@ -168,24 +166,25 @@ def latest_by_client(
         return {}
     pairs = [(client_id, run_id) for client_id, (_, run_id, _) in latest.items()]
     rows = session.execute(
-        select(WorkerResponseRow.run_id, *_COLUMNS).where(
-            tuple_(WorkerResponseRow.client_id, WorkerResponseRow.run_id).in_(pairs)
-        )
+        select(WorkerResponseRow.run_id, *_COLUMNS)
+        .where(tuple_(WorkerResponseRow.client_id, WorkerResponseRow.run_id).in_(pairs))
+        .order_by(WorkerResponseRow.run_id, *_IN_ROUND_ORDER)
     )
-    histories: defaultdict[tuple[str, int], list[tuple[int, WorkerResponse]]] = defaultdict(list)
-    for run_id, t, worker, client_id, seconds, status in rows:
-        histories[(run_id, worker)].append(_response(t, worker, client_id, seconds, status))
-    medians = run_medians(session, {run_id for _, run_id in pairs})
+    by_run: defaultdict[str, defaultdict[int, History]] = defaultdict(lambda: defaultdict(History))
+    for run_id, worker, seconds, status, client_id in rows:
+        by_run[run_id][worker].add(seconds, status, client_id)
+    medians = run_medians(session, list(by_run))
     found: dict[str, ClientResponseTimes] = {}
-    for (run_id, worker), history in histories.items():
-        summary = worker_summary(worker, history, medians.get(run_id))
-        client_id = summary.client_id
-        if client_id is None:
-            continue
-        shown = found.get(client_id)
-        if shown is None or _slower(summary, shown.summary):
-            name = latest[client_id][2]
-            found[client_id] = ClientResponseTimes(run_id, name, medians.get(run_id), summary)
+    for run_id, histories in by_run.items():
+        for worker, history in histories.items():
+            summary = summary_of(worker, history, medians.get(run_id))
+            client_id = summary.client_id
+            if client_id is None:
+                continue
+            shown = found.get(client_id)
+            if shown is None or _slower(summary, shown.summary):
+                name = latest[client_id][2]
+                found[client_id] = ClientResponseTimes(run_id, name, medians.get(run_id), summary)
     return found
 
 
