@@ -24,6 +24,7 @@ from pydantic import (
 
 from phalanx.agreement_record import MAX_CLIQUES, MAX_CONFLICTS
 from phalanx.config import RunConfig
+from phalanx.response_times import SLOW_RATIO, SLOW_ROUNDS, WINDOW
 from phalanx.store import ClientStatus, ReviewStatus, Role, RunStatus, Severity
 from phalanx_api.names import MAX_CLIENT_NAME, client_name
 
@@ -278,6 +279,55 @@ class RoundDetailOut(RoundOut):
             "before rounds kept it."
         )
     )
+
+
+class WorkerResponsesOut(_Out):
+    """One worker's response times over a run (:mod:`phalanx.response_times`).
+
+    Being slow is never a detection event: it is reported here and on the run
+    page, never in the review queue, and never bans anyone.
+    """
+
+    worker: int
+    client_id: str | None = Field(description="The client behind the worker, when known.")
+    rounds: int = Field(description="Rounds it was given work.")
+    kept: int = Field(description="Of them, replies that arrived by the round's close.")
+    late: int = Field(description="Of them, replies that arrived after the close.")
+    missing: int = Field(description="Of them, replies that never arrived (whole).")
+    mean_s: float | None = Field(description="Mean of its known times; null if none.")
+    median_s: float | None = Field(description="Median of its known times; null if none.")
+    p90_s: float | None = Field(
+        description="90th percentile of its known times (nearest rank); null if none."
+    )
+    recent: int = Field(description=f"Its last rounds given work, at most {WINDOW}.")
+    slow_rounds: int = Field(
+        description=(
+            f"Of those, rounds whose reply never arrived or took at least {SLOW_RATIO:g} "
+            "times the run's median response."
+        )
+    )
+    slow: bool = Field(
+        description=f"Persistently slow: at least {SLOW_ROUNDS} slow rounds among its last "
+        f"{WINDOW}."
+    )
+    slow_reason: str | None = Field(description="Why it is slow, in words; null if it is not.")
+
+
+class ResponseTimesPage(BaseModel):
+    """One page of a run's workers with their response times, by worker.
+
+    Only rounds that the systems model timed (``systems.enabled``) have response
+    times; real arrival times in a deployment are not measured yet.
+    """
+
+    items: list[WorkerResponsesOut]
+    median_s: float | None = Field(
+        description="The run's median response: every known time, every worker and round."
+    )
+    slow_workers: int = Field(description="Persistently slow workers in the whole run.")
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last.")
 
 
 # ----------------------------------------------------------------- events

@@ -51,6 +51,7 @@ from phalanx.replies import (
     Task,
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, suspects_event
+from phalanx.response_times import round_responses
 from phalanx.roster import Member
 from phalanx.systems.profiles import draw_profiles
 from phalanx.training import derive_seed, evaluate
@@ -133,6 +134,7 @@ class Coordinator:
         missing = set(range(config.assignment.num_workers)) - set(self.members)
         if missing:
             raise ValueError(f"no identity for workers {sorted(missing)}")
+        self._client_ids = {w: m.client_id for w, m in self.members.items()}
 
     @property
     def params(self) -> Tensor:
@@ -347,6 +349,10 @@ class Coordinator:
                 **collection_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
+            # Simulated rounds only: a deployment's real arrival times are not measured yet.
+            responses=()
+            if collection is None
+            else round_responses(collection, tasks, clients=self._client_ids),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock

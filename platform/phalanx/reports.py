@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phalanx.agreement_record import AgreementRecord
 from phalanx.english_list import name_numbers
 from phalanx.event_kinds import FAULT_KINDS, EventKind
+from phalanx.response_times import WorkerResponse
 
 if TYPE_CHECKING:
     from phalanx.detection import Verdict
@@ -32,6 +33,9 @@ class RoundReport:
 
     ``agreement`` records the round's agreement graph as detection saw it
     (:mod:`phalanx.agreement_record`), so that whoever shows the round only draws it.
+    ``responses`` holds each dispatched worker's response time
+    (:mod:`phalanx.response_times`) when the systems model timed the round; it is
+    empty otherwise (real arrival times in a deployment are not measured yet).
     """
 
     round: int
@@ -50,6 +54,7 @@ class RoundReport:
     model_digest: str
     metrics: dict[str, float] = field(default_factory=dict)
     agreement: AgreementRecord | None = None
+    responses: tuple[WorkerResponse, ...] = ()
 
     @property
     def duration_s(self) -> float:

@@ -34,6 +34,8 @@ def test_weak_attack_flags_every_adversary_and_no_honest_worker() -> None:
         assert set(record.flagged) == truth
         assert record.outside_max_cliques == (tuple(sorted(truth)),)
         assert record.conflicts and all(truth & {e.a, e.b} for e in record.conflicts)
+        # Without the systems model nothing timed the replies: no response times.
+        assert report.responses == ()
     summary = summarize(config, RUN_ID, sink.reports)
     assert summary.precision == 1.0 and summary.recall == 1.0
     assert summary.rounds == 3

@@ -118,6 +118,9 @@ READING = {
     "get run": Endpoint("GET", "/api/v1/runs/{id}", Role.VIEWER, 200, seed_run),
     "list rounds": Endpoint("GET", "/api/v1/runs/{id}/rounds", Role.VIEWER, 200, seed_run),
     "get round": Endpoint("GET", "/api/v1/runs/{id}/rounds/1", Role.VIEWER, 200, _run_with_a_round),
+    "list response times": Endpoint(
+        "GET", "/api/v1/runs/{id}/responses", Role.VIEWER, 200, _run_with_a_round
+    ),
     "list events": Endpoint("GET", "/api/v1/events", Role.VIEWER, 200),
     "list events with evidence": Endpoint("GET", "/api/v1/events?evidence=full", Role.VIEWER, 200),
     "get event": Endpoint("GET", "/api/v1/events/{id}", Role.VIEWER, 200, _open_event),

@@ -4,6 +4,8 @@
   on a free loopback port and stops it (by its pid) afterwards.
 - ``CHROMIUM``: Debian's ``/usr/bin/chromium``, driven by Playwright through the
   ``chromium`` fixture (``tests/fixtures/browser.py``).
+- ``seeded_database(tmp_path, seed)`` migrates a SQLite file, seeds it and makes a
+  viewer key; ``log_in(page, base_url, path, secret)`` opens a page through the login form.
 
 Tests that drive the browser are marked ``browser`` (``pytest -m browser``).
 """
@@ -14,14 +16,23 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.store import keys, make_engine, migrate, session_factory
+from phalanx.store.models import Role
 from tests.support.live_server import free_port
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+Seeded = TypeVar("Seeded")
 
 #: Debian's Chromium; Playwright's own browser download is not used.
 CHROMIUM = os.environ.get("PHALANX_CHROMIUM", "/usr/bin/chromium")
@@ -101,3 +112,37 @@ def _wait_until_up(base: str, process: subprocess.Popen[bytes]) -> bool:
             pass
         time.sleep(0.1)
     return False
+
+
+def seeded_database(
+    tmp_path: Path, seed: Callable[[sessionmaker[Session]], Seeded]
+) -> tuple[str, str, Seeded]:
+    """Migrate a SQLite file under ``tmp_path``, seed it, add a viewer key.
+
+    Returns
+    -------
+    tuple
+        The database URL, the viewer key's secret and what ``seed`` returned.
+    """
+    url = f"sqlite:///{tmp_path}/phalanx.db"
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    try:
+        sessions = session_factory(engine)
+        seeded = seed(sessions)
+        with sessions.begin() as session:
+            secret = keys.create_key(session, name="viewer", role=Role.VIEWER).secret
+    finally:
+        engine.dispose()
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return url, secret, seeded
+
+
+def log_in(page: Page, base_url: str, path: str, secret: str) -> None:
+    """Open ``path`` through the login form, which sends the browser back to it."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{base_url}{path}")
+    page.fill("#api_key", secret)
+    page.click("form[action='/login'] button[type=submit]")
+    expect(page).to_have_url(f"{base_url}{path}")

@@ -1,4 +1,4 @@
-"""The clients page: one page of clients, their detection events, what an operator may do."""
+"""The clients page: clients, their events and response times, what an operator may do."""
 
 from __future__ import annotations
 
@@ -7,20 +7,26 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from phalanx.store import Client, ClientStatus, clients
+from phalanx.store import Client, ClientStatus, clients, response_times
 from phalanx.store import dashboard as queries
 from phalanx.store.counts import clients_by_status
+from phalanx.store.response_times import ClientResponseTimes
 from phalanx_api.actions import CLIENT_TRANSITIONS, ClientAction
 from phalanx_api.pages.listings import PAGE_SIZE
 
 
 @dataclass(frozen=True)
 class ClientRow:
-    """A client, its events, and what an operator can do to it now."""
+    """A client, its events, its latest run's response times, what an operator can do now.
+
+    ``responses`` is ``None`` for a client no timed run has times of; being slow
+    there is shown beside its events, never as one.
+    """
 
     client: Client
     events: queries.EventCounts
     actions: tuple[ClientAction, ...]
+    responses: ClientResponseTimes | None = None
 
 
 @dataclass(frozen=True)
@@ -64,14 +70,22 @@ def clients_page(
     Returns
     -------
     ClientsPage
-        Clients with their event counts and applicable actions.
+        Clients with their event counts, their latest timed run's response times and
+        applicable actions.
     """
     found = clients.list_clients(session, status=status, limit=limit + 1, offset=offset)
     shown = found[:limit]
-    counts = queries.event_counts_by_client(session, [c.id for c in shown])
+    ids = [c.id for c in shown]
+    counts = queries.event_counts_by_client(session, ids)
+    timed = response_times.latest_by_client(session, ids)
     return ClientsPage(
         rows=tuple(
-            ClientRow(c, counts[c.id], actions_for(c.status, proven=c.proven_at is not None))
+            ClientRow(
+                c,
+                counts[c.id],
+                actions_for(c.status, proven=c.proven_at is not None),
+                timed.get(c.id),
+            )
             for c in shown
         ),
         status=status,

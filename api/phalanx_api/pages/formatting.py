@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 from jinja2 import Environment
 
+from phalanx.response_times import seconds_text
+
 _BYTE_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
 
 
@@ -85,4 +87,5 @@ def install_filters(env: Environment) -> None:
         ago=ago,
         duration=duration,
         short_id=short_id,
+        seconds=seconds_text,
     )

@@ -1,4 +1,4 @@
-"""The run page: settings, totals, per-round charts, flags, the latest agreement graph."""
+"""The run page: settings, totals, charts, flags, the latest agreement graph, response times."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from phalanx_api.pages.dropped import DroppedFiles, dropped_files
 from phalanx_api.pages.evidence import Explanation, explain
 from phalanx_api.pages.formatting import human_bytes, number, percent
 from phalanx_api.pages.listings import RunRow, run_rows
+from phalanx_api.pages.response_panel import ResponsePanel, response_panel
 from phalanx_api.pages.review_queue import open_event_count
 from phalanx_api.pages.stored_json import (
     finite_number,
@@ -75,6 +76,8 @@ class RunPage:
         The files the latest round left out, and why (``None`` when it left none out).
     simulation : tuple of Fact
         Detection scored against the true adversaries, for simulated attacks.
+    responses : ResponsePanel or None
+        The workers' response times (``None`` when no round was timed).
     """
 
     run: Run
@@ -90,6 +93,7 @@ class RunPage:
     latest: tuple[FlaggedInRound, ...]
     simulation: tuple[Fact, ...]
     dropped: DroppedFiles | None = None
+    responses: ResponsePanel | None = None
 
     @property
     def terminal(self) -> bool:
@@ -195,6 +199,7 @@ def run_page(session: Session, run_id: str) -> RunPage:
         latest=latest,
         simulation=_simulation(run),
         dropped=dropped,
+        responses=response_panel(session, run.id) if done else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""Runs: launch (queue), list, inspect, rounds (and one round with its agreement graph), cancel.
+"""Runs: launch, list, inspect, rounds (one with its agreement graph), response times, cancel.
 
 The rounds listing is ``async``: it reads and builds its answer in one worker
 thread, and FastAPI checks and serializes it on the event loop.
@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
-from phalanx.store import RunStatus, rounds, runs
+from phalanx.store import RunStatus, response_times, rounds, runs
 from phalanx_api import actions
 from phalanx_api.deps import OperatorDep, SessionDep, SettingsDep, ViewerDep
 from phalanx_api.paths import API_PREFIX
@@ -22,11 +22,13 @@ from phalanx_api.responses import CONFLICT, NOT_FOUND, UNAUTHORIZED, documented
 from phalanx_api.routes.params import MAX_INT32, Limit, Offset
 from phalanx_api.schemas import (
     DEFAULT_PAGE_SIZE,
+    ResponseTimesPage,
     RoundDetailOut,
     RoundOut,
     RunLaunchIn,
     RunOut,
     RunPage,
+    WorkerResponsesOut,
 )
 from phalanx_api.transactions import writing
 
@@ -112,6 +114,35 @@ def get_round(
 ) -> RoundDetailOut:
     """One finished round of a run, with its agreement graph."""
     return RoundDetailOut.model_validate(rounds.get_round(db, str(run_id), number))
+
+
+@router.get("/{run_id}/responses", responses=documented(UNAUTHORIZED, NOT_FOUND))
+def list_response_times(
+    run_id: UUID,
+    db: SessionDep,
+    _: ViewerDep,
+    slow: bool | None = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    offset: Offset = 0,
+) -> ResponseTimesPage:
+    """Each worker's response times over the run (mean, median, p90, late, missing), by worker.
+
+    A worker is persistently slow when at least 3 of its last 5 rounds given work
+    had a reply that never arrived or took at least 3 times the run's median
+    response (``slow_reason`` says so in words). Slow is not lying: it is never a
+    detection event. ``slow=true`` lists only slow workers, ``slow=false`` the
+    others. Empty for a run whose rounds were not timed (``systems.enabled`` off).
+    """
+    found = response_times.run_response_times(db, str(run_id))
+    workers = [w for w in found.workers if slow is None or w.slow == slow]
+    return ResponseTimesPage(
+        items=[WorkerResponsesOut.model_validate(w) for w in workers[offset : offset + limit]],
+        median_s=found.median_s,
+        slow_workers=len(found.slow),
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if len(workers) > offset + limit else None,
+    )
 
 
 @router.post(

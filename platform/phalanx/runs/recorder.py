@@ -1,7 +1,8 @@
 """Recording a run in the database, with its checkpoints on disk.
 
 A round counts as done once its checkpoint file is written and the round row,
-its detection events and the checkpoint row are committed in one transaction;
+its detection events, its workers' response times and the checkpoint row are
+committed in one transaction;
 a killed coordinator therefore resumes after the last such round.
 
 The coordinator's writes (rounds, heartbeats, the run's end) are tried again
@@ -71,7 +72,7 @@ class StoreRecorder:
     _last_round: int | None = field(default=None, init=False, repr=False)
 
     def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
-        """Write the checkpoint file, then the round, its events and the checkpoint row.
+        """Write the checkpoint file, then the round, its events, responses and checkpoint row.
 
         Raises
         ------
@@ -93,7 +94,13 @@ class StoreRecorder:
                 last = checkpoints.latest_checkpoint(session, self.run_id)
                 if last is not None and (last.round, last.digest) == (report.round, digest):
                     return  # an earlier attempt committed, but its answer was lost
-                rounds.record_round(session, self.run_id, _round_data(report), _event_data(report))
+                rounds.record_round(
+                    session,
+                    self.run_id,
+                    _round_data(report),
+                    _event_data(report),
+                    responses=report.responses,
+                )
                 checkpoints.save_checkpoint(
                     session, self.run_id, report.round, path=str(path.resolve()), digest=digest
                 )

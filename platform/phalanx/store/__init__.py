@@ -13,7 +13,16 @@ The schema is created and changed only by :mod:`phalanx.store.migrate`.
 """
 
 from phalanx.event_kinds import EventKind
-from phalanx.store import audit, checkpoints, clients, events, keys, rounds, runs
+from phalanx.store import (
+    audit,
+    checkpoints,
+    clients,
+    events,
+    keys,
+    response_times,
+    rounds,
+    runs,
+)
 from phalanx.store.engine import (
     make_engine,
     normalize_url,
@@ -30,12 +39,14 @@ from phalanx.store.models import (
     ClientStatus,
     DetectionEvent,
     OperatorKey,
+    ResponseStatus,
     ReviewStatus,
     Role,
     Round,
     Run,
     RunStatus,
     Severity,
+    WorkerResponseRow,
 )
 from phalanx.store.rounds import EventData, RoundData, RoundRecord
 
@@ -56,6 +67,7 @@ __all__ = [
     "LeaseLostError",
     "NotFoundError",
     "OperatorKey",
+    "ResponseStatus",
     "ReviewStatus",
     "Role",
     "Round",
@@ -65,6 +77,7 @@ __all__ = [
     "RunStatus",
     "Severity",
     "StoreError",
+    "WorkerResponseRow",
     "audit",
     "checkpoints",
     "clients",
@@ -72,6 +85,7 @@ __all__ = [
     "keys",
     "make_engine",
     "normalize_url",
+    "response_times",
     "rounds",
     "runs",
     "session_factory",

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     Enum,
     Float,
     ForeignKey,
@@ -81,6 +82,14 @@ class Severity(StrEnum):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+class ResponseStatus(StrEnum):
+    """When a worker's response to a round arrived (:mod:`phalanx.response_times`)."""
+
+    KEPT = "kept"
+    LATE = "late"
+    MISSING = "missing"
 
 
 class ReviewStatus(StrEnum):
@@ -281,6 +290,49 @@ class DetectionEvent(Base):
     reviewed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+#: The largest finite double: a time above it (infinity) or beyond order (NaN on
+#: PostgreSQL, which sorts NaN above every number) fails the CHECK; SQLite stores NaN as
+#: NULL, which the CHECK pairing NULL with ``missing`` refuses.
+MAX_FINITE = "1.7976931348623157e308"
+
+
+class WorkerResponseRow(Base):
+    """How long one dispatched worker's response to a round took; slow is not lying.
+
+    One row per worker given work in a round the systems model timed; none for
+    other rounds. ``seconds`` is null exactly for a missing response.
+    """
+
+    __tablename__ = "worker_responses"
+    __table_args__ = (
+        Index(None, "client_id", "run_id", "round"),
+        CheckConstraint(
+            f"seconds IS NULL OR (seconds >= 0 AND seconds <= {MAX_FINITE})",
+            name="finite_seconds",
+        ),
+        CheckConstraint(
+            "(seconds IS NULL AND status = 'missing') OR "
+            "(seconds IS NOT NULL AND status <> 'missing')",
+            name="missing_has_no_time",
+        ),
+    )
+
+    run_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    round: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker: Mapped[int] = mapped_column(
+        Integer, primary_key=True, doc="Worker index within the run."
+    )
+    client_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("clients.id", ondelete="SET NULL")
+    )
+    seconds: Mapped[float | None] = mapped_column(
+        Float, doc="When its last piece arrived, in seconds since the round started."
+    )
+    status: Mapped[ResponseStatus] = mapped_column(_string_enum(ResponseStatus, "response_status"))
 
 
 class Checkpoint(Base):

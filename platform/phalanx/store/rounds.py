@@ -1,6 +1,6 @@
-"""Rounds: the row of a finished round together with its detection events.
+"""Rounds: the row of a finished round together with its detection events and responses.
 
-:func:`record_round` writes both at once, inside a savepoint, so a failure
+:func:`record_round` writes them all at once, inside a savepoint, so a failure
 leaves neither behind, even when the caller's transaction carries on. A round
 counts as done once the transaction holding :func:`record_round` and
 :func:`phalanx.store.checkpoints.save_checkpoint` commits; write both in the
@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from phalanx.response_times import WorkerResponse
 from phalanx.store.errors import ConflictError, NotFoundError
-from phalanx.store.models import DetectionEvent, Round, Severity
+from phalanx.store.models import DetectionEvent, Round, Severity, WorkerResponseRow
 from phalanx.store.runs import get_run
 
 #: Longest event kind the ``detection_events.kind`` column holds.
@@ -166,8 +167,9 @@ def record_round(
     run_id: str,
     round_data: RoundData,
     events: Iterable[EventData] = (),
+    responses: Iterable[WorkerResponse] = (),
 ) -> Round:
-    """Write a finished round and its detection events atomically.
+    """Write a finished round, its detection events and its workers' responses atomically.
 
     Also sets the run's ``current_round`` to this round.
 
@@ -181,6 +183,9 @@ def record_round(
         The round's measurements.
     events : Iterable[EventData]
         The round's detection events.
+    responses : Iterable[WorkerResponse]
+        Each dispatched worker's response time (:mod:`phalanx.response_times`), one
+        per worker; none when the round was not timed.
 
     Returns
     -------
@@ -231,11 +236,25 @@ def record_round(
         )
         for event in events
     ]
+    timed = [
+        {
+            "run_id": run_id,
+            "round": round_data.number,
+            "worker": response.worker,
+            "client_id": response.client_id,
+            "seconds": response.seconds,
+            "status": response.status,
+        }
+        for response in responses
+    ]
     with session.begin_nested():
         session.add(row)
         session.add_all(rows)
         run.current_round = round_data.number
         session.flush()
+        if timed:
+            # One executemany, not an ORM object per worker: a round may time 10,000.
+            session.execute(insert(WorkerResponseRow), timed)
     return row
 
 

@@ -39,6 +39,7 @@ TABLES = {
     "checkpoints",
     "audit_log",
     "operator_sessions",
+    "worker_responses",
 }
 
 

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from phalanx.store import keys, make_engine, migrate, session_factory
-from phalanx.store.models import Role
-from tests.support.browser import serve
+from tests.support.browser import log_in, seeded_database, serve
 from tests.support.ci import in_ci
 from tests.support.tie_rounds import seed_tie
 
@@ -25,24 +23,11 @@ pytestmark = [pytest.mark.browser]
 def test_an_operator_sees_what_a_tied_round_left_out_and_whom_it_suspects(
     chromium: Browser, tmp_path: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path}/phalanx.db"
-    migrate.upgrade(url)
-    engine = make_engine(url)
-    try:
-        sessions = session_factory(engine)
-        run_id, dropped = seed_tie(sessions)
-        with sessions.begin() as session:
-            secret = keys.create_key(session, name="viewer", role=Role.VIEWER).secret
-    finally:
-        engine.dispose()
-    (tmp_path / "data").mkdir()
+    url, secret, (run_id, dropped) = seeded_database(tmp_path, seed_tie)
     with serve(url, tmp_path / "data") as base_url:
         context = chromium.new_context()
         page = context.new_page()
-        page.goto(f"{base_url}/runs/{run_id}")
-        page.fill("#api_key", secret)
-        page.click("form[action='/login'] button[type=submit]")
-        expect(page).to_have_url(f"{base_url}/runs/{run_id}")
+        log_in(page, base_url, f"/runs/{run_id}", secret)
 
         table = page.locator("section.dropped")
         expect(table).to_be_visible()
