@@ -95,13 +95,24 @@ from benchmarks.lib.stragglers_runs import REFUSED, Row, merge, run_case, run_gr
 TRANSPORTS = {"in-process": IN_PROCESS, "flower": FLOWER}
 
 
+def positive(text: str) -> int:
+    """A count of rounds given on the command line: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny grid of 3 rounds")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds per run")
+    parser.add_argument("--rounds", type=positive, default=None, help="rounds per run")
     parser.add_argument(
         "--flower-rounds",
-        type=int,
+        type=positive,
         default=None,
         help=f"rounds of the Flower runs and their twins (default {FLOWER_ROUNDS}; 2 with --quick)",
     )

@@ -413,3 +413,29 @@ def test_report_only_rewrites_the_report_and_plots_from_stored_rows(tmp_path: Pa
     assert "Flower's simulation engine against the in-process test double" in text
     assert (tmp_path / "stragglers_cnn-k15.png").stat().st_size > 0
     assert not (tmp_path / "stragglers_mlp-k100.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rounds", "0"], "--rounds: must be at least 1"),
+        (["--flower-rounds", "two"], "not a whole number"),
+        (["--policies", "all,fastest"], "unknown policy 'fastest'"),
+    ],
+)
+def test_options_that_would_run_something_else_are_refused_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        eval_stragglers.main([*argv, "--out", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_report_only_without_stored_rows_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit):
+        eval_stragglers.main(["--report-only", "--out", str(tmp_path)])
+    assert "holds no rows to report" in capsys.readouterr().err
