@@ -35,7 +35,7 @@ TRACE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "devices-1
 """The device-capacity trace of profile (c): 100 made-up devices (``generate.py`` beside it)."""
 
 DEADLINE_MARGIN = 1.25
-"""The deadline over the typical arrival of that quantile's worker: room for a round's jitter."""
+"""The deadline over the ``ceil(0.8 K)``-th worker's typical arrival: room for a round's jitter."""
 PAYLOAD_DIGEST_BYTES = 64
 """A reply's digest of one payload: SHA-256 in hex."""
 
