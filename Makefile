@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/eval_proofs.py
 	$(PY) benchmarks/eval_default_rule.py --jobs 2
 	$(PY) benchmarks/eval_compression.py --jobs 2
+	$(PY) benchmarks/eval_stragglers.py --jobs 2
 	$(PY) benchmarks/bench_codec.py
 	$(PY) benchmarks/bench_aggregation.py
 	$(PY) benchmarks/bench_round.py
@@ -55,6 +56,7 @@ bench-quick: $(STAMP)
 	$(PY) benchmarks/eval_proofs.py --quick
 	$(PY) benchmarks/eval_default_rule.py --quick
 	$(PY) benchmarks/eval_compression.py --quick
+	$(PY) benchmarks/eval_stragglers.py --quick
 	$(PY) benchmarks/bench_codec.py --quick
 	$(PY) benchmarks/bench_aggregation.py --quick
 	$(PY) benchmarks/bench_round.py --quick

@@ -44,15 +44,15 @@ fraction is derived from the report and the ground truth of the simulation:
 
 from __future__ import annotations
 
-import multiprocessing
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from benchmarks.lib.case_pool import run_cases
 from benchmarks.lib.colluders_grid import COLLUDERS, ColluderCase
 from benchmarks.lib.inprocess_sharing import ReportSink
 from benchmarks.lib.robustness_grid import Settings
@@ -330,10 +330,6 @@ def run_colluder_case(case: ColluderCase, settings: Settings, after: int) -> Col
     )
 
 
-def _run(job: tuple[ColluderCase, Settings, int]) -> ColluderRow:
-    return run_colluder_case(*job)
-
-
 def _cost(case: ColluderCase) -> int:
     """Rough work of a case: replicas per round (the subsets runs dominate), times rounds."""
     return {"subsets": 1365, "mols": 75, "bibd": 105}.get(case.defence.scheme, 15) * case.rounds
@@ -347,23 +343,8 @@ def run_colluders(
     log: Callable[[ColluderRow], None],
 ) -> list[ColluderRow]:
     """Run every case, ``jobs`` processes at a time; rows in the order of ``cases``."""
-    if jobs <= 1:
-        rows = []
-        for case in cases:
-            rows.append(run_colluder_case(case, settings, after))
-            log(rows[-1])
-        return rows
-    done: dict[ColluderCase, ColluderRow] = {}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {
-            pool.submit(_run, (case, settings, after)): case
-            for case in sorted(cases, key=_cost, reverse=True)
-        }
-        for future in as_completed(futures):
-            done[futures[future]] = future.result()
-            log(done[futures[future]])
-    return [done[case] for case in cases]
+    run = functools.partial(run_colluder_case, settings=settings, after=after)
+    return run_cases(cases, run, jobs=jobs, cost=_cost, log=log)
 
 
 def colluder_key(row: ColluderRow) -> tuple[str, str, int, int, int, int]:

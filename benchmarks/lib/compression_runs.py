@@ -9,14 +9,13 @@ coordinator. In-process runs count every payload byte on the way back
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import torch
 
+from benchmarks.lib.case_pool import run_cases
 from benchmarks.lib.compression_baselines import BaselineChannel, BaselineReplica
 from benchmarks.lib.compression_grid import FLOWER, SEED, Case, K, Method, Settings
 from benchmarks.lib.inprocess_sharing import ReportSink, SharedUpdates, SharingWorker
@@ -205,10 +204,6 @@ def model_parameters() -> int:
     return num_params(build_model("cnn", in_channels=1, image_size=28, num_classes=10))
 
 
-def _run_in_process(job: tuple[Case, Settings]) -> Row:
-    return run_case(*job)
-
-
 def _cost(case: Case) -> int:
     """Rough work of a case: payloads encoded per round."""
     return (35 * 3 if case.r == 3 else K) * (3 if case.method.kind == "predictive coding" else 1)
@@ -218,23 +213,8 @@ def run_grid(
     cases: Sequence[Case], settings: Settings, jobs: int, log: Callable[[Row], None]
 ) -> list[Row]:
     """Run every case on the in-process transport, ``jobs`` processes at a time."""
-    if jobs <= 1:
-        rows = []
-        for case in cases:
-            rows.append(run_case(case, settings))
-            log(rows[-1])
-        return rows
-    done: dict[Case, Row] = {}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {
-            pool.submit(_run_in_process, (case, settings)): case
-            for case in sorted(cases, key=_cost, reverse=True)
-        }
-        for future in as_completed(futures):
-            done[futures[future]] = future.result()
-            log(done[futures[future]])
-    return [done[case] for case in cases]
+    run = functools.partial(run_case, settings=settings)
+    return run_cases(cases, run, jobs=jobs, cost=_cost, log=log)
 
 
 def merge(old: Sequence[Row], new: Sequence[Row]) -> list[Row]:

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import multiprocessing
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from benchmarks.lib.case_pool import run_cases
 from benchmarks.lib.inprocess_sharing import ReportSink, SharedUpdates, SharingWorker
 from benchmarks.lib.robustness_grid import IN_PROCESS, SEED, Case, Settings
 from phalanx.attacks import ALittleIsEnough, Attack, AttackContext, distortion_plan
@@ -210,10 +209,6 @@ def run_case(case: Case, settings: Settings, transport: str) -> Row:
     )
 
 
-def _run_in_process(job: tuple[Case, Settings]) -> Row:
-    return run_case(job[0], job[1], IN_PROCESS)
-
-
 def _cost(case: Case) -> int:
     """Rough work of a case: replicas per round (the subsets runs dominate), times rounds."""
     per_round = {"subsets": 1365, "mols": 75}.get(case.defence.scheme, 15)
@@ -224,23 +219,8 @@ def run_grid(
     cases: Sequence[Case], settings: Settings, jobs: int, log: Callable[[Row], None]
 ) -> list[Row]:
     """Run every case on the in-process transport, ``jobs`` processes at a time."""
-    if jobs <= 1:
-        rows = []
-        for case in cases:
-            rows.append(_run_in_process((case, settings)))
-            log(rows[-1])
-        return rows
-    done: dict[Case, Row] = {}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {
-            pool.submit(_run_in_process, (case, settings)): case
-            for case in sorted(cases, key=_cost, reverse=True)
-        }
-        for future in as_completed(futures):
-            done[futures[future]] = future.result()
-            log(done[futures[future]])
-    return [done[case] for case in cases]
+    run = functools.partial(run_case, settings=settings, transport=IN_PROCESS)
+    return run_cases(cases, run, jobs=jobs, cost=_cost, log=log)
 
 
 def case_key(row: Row) -> tuple[str, str, str, int, int, int]:
