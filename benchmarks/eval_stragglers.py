@@ -39,17 +39,15 @@ runs; without ``all`` among the policies, the others are compared with the
 stored ``all`` runs (``--policies adaptive_k,bandit,group_fastest-lazy`` once
 the platform runs them). ``--report-only`` rewrites the report and the plots.
 
-Time: the quick grid (66 runs, 24 of them refused at once, and one Flower run
-of 2 rounds with its twin) took 13 min in one process on two cores shared with
-other work (load average 7 to 12): about 14 s a CNN round and 2 s an MLP
-round. The full grid runs 36 CNN and 30 MLP runs of 30 rounds in-process (36
-more are refused while ``adaptive_k``, ``bandit`` and lazy ``group_fastest``
-are), 5 through Flower of 5 rounds and their twins. With a core per process
-(measured with half a core each: a CNN round 7 s, an MLP round 2 s; so about
-3.5 s and 1 s), that is about 80 min of runs, so about 50 min to an hour with
-``--jobs 2`` on a quiet two-core machine, the Flower runs (some 8 min) included;
-at the quick run's pace, some 5 hours. Once the three refused policies run, 18
-CNN and 18 MLP runs more: about 25 min more on a quiet machine.
+Time: the quick grid (66 runs, 24 of them then refused at once, and one Flower
+run of 2 rounds with its twin) took 13 min in one process on two cores shared
+with other work (load average 7 to 12): about 14 s a CNN round and 2 s an MLP
+round. The full grid runs 48 CNN and 42 MLP runs of 30 rounds in-process (12
+more, lazy ``group_fastest``, are refused), 5 through Flower of 5 rounds and
+their twins. With a core per process (measured with half a core each: a CNN
+round 7 s, an MLP round 2 s; so about 3.5 s and 1 s), that is about 105 min of
+runs, so about 70 to 80 min with ``--jobs 2`` on a quiet two-core machine, the
+Flower runs (some 8 min) included.
 """
 
 from __future__ import annotations
