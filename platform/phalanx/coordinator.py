@@ -349,10 +349,12 @@ class Coordinator:
                 **collection_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
-            # Simulated rounds only: a deployment's real arrival times are not measured yet.
+            # A reply refused by the checks, or a worker that failed, has its event instead.
             responses=()
-            if collection is None
-            else round_responses(collection, tasks, clients=self._client_ids),
+            if intake is None or collection is None
+            else round_responses(
+                collection, set(tasks) - intake.unusable, clients=self._client_ids
+            ),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
@@ -360,8 +362,18 @@ class Coordinator:
 
     @property
     def _collects(self) -> bool:
-        """Whether rounds close by a collection policy rather than wait for every reply."""
-        return self.config.systems.enabled or self.config.collect.policy != "all"
+        """Whether rounds close by a collection policy and time their replies.
+
+        Simulated rounds with the systems model, and every deployed round: even when
+        it waits for every reply (``all``), its arrival times are the workers' response
+        times.
+        """
+        config = self.config
+        return (
+            config.systems.enabled
+            or config.deployment.backend == "deployment"
+            or config.collect.policy != "all"
+        )
 
     def _simulated_arrivals(
         self, t: int, tasks: Mapping[int, Task], replies: Sequence[Reply], bytes_down: int
@@ -611,6 +623,9 @@ class _Offset:
 
     def arrived(self, reply: Reply, seconds: float) -> None:
         self.intake.arrived(reply, self.offset + seconds)
+
+    def failed(self, worker: int, seconds: float) -> None:
+        self.intake.failed(worker, self.offset + seconds)
 
     def closed(self, seconds: float) -> bool:
         return self.intake.closed(self.offset + seconds)

@@ -35,6 +35,13 @@ class Listener(Protocol):
         """Take in ``reply``, arrived ``seconds`` after the tasks went out."""
         ...
 
+    def failed(self, worker: int, seconds: float) -> None:
+        """Note that ``worker`` answered with no reply to check, ``seconds`` in.
+
+        Its ClientApp failed, or its reply was refused on the way.
+        """
+        ...
+
     def closed(self, seconds: float) -> bool:
         """Whether the round, ``seconds`` after the tasks went out, waits no longer."""
         ...
@@ -48,9 +55,10 @@ class Transport(Protocol):
     ) -> Exchange:
         """Send every task with the downlink; return the replies that arrived in time.
 
-        With a ``listener``, a transport that waits in real time hands it each reply
-        as it arrives and returns once :meth:`Listener.closed` is true; every reply
-        it returns has been handed to the listener. A transport without a clock (the
-        in-process double) may ignore it: every reply arrives at once.
+        With a ``listener``, the transport hands it each reply (and each failure) as
+        it arrives, and a transport that waits in real time returns once
+        :meth:`Listener.closed` is true; every reply it returns has been handed to
+        the listener. A transport without a clock (the in-process double) hands
+        them all over as arriving at once.
         """
         ...

@@ -98,6 +98,8 @@ class GridTransport:
                         listener.arrived(outcome, time.monotonic() - started)
                 else:
                     malformed.append(outcome)
+                    if listener is not None:
+                        listener.failed(worker, time.monotonic() - started)
             if listener is not None and listener.closed(time.monotonic() - started):
                 break
             if pending:

@@ -126,7 +126,7 @@ class NodeBindingTransport:
 
 @dataclass(frozen=True)
 class _BoundOnly:
-    """A listener that hears only of the replies bound to their node."""
+    """A listener that hears only of the replies bound to their node (others failed)."""
 
     listener: Listener
     problem: Callable[[Reply], str | None]
@@ -134,6 +134,11 @@ class _BoundOnly:
     def arrived(self, reply: Reply, seconds: float) -> None:
         if self.problem(reply) is None:
             self.listener.arrived(reply, seconds)
+        else:
+            self.listener.failed(reply.worker, seconds)
+
+    def failed(self, worker: int, seconds: float) -> None:
+        self.listener.failed(worker, seconds)
 
     def closed(self, seconds: float) -> bool:
         return self.listener.closed(seconds)
