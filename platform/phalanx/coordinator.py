@@ -239,7 +239,7 @@ class Coordinator:
         # A deployed round closes by the policy as replies come in; a simulated one
         # receives every reply at once and closes by the systems model's clock.
         simulated = self.config.systems.enabled
-        replies, bytes_down, malformed = self._exchange(tasks, None if simulated else intake)
+        replies, bytes_down, malformed, late = self._exchange(tasks, None if simulated else intake)
         collection = None
         collection_metrics: dict[str, float] = {}
         if intake is None:
@@ -254,6 +254,9 @@ class Coordinator:
             collection_metrics = self._collection_metrics(collection, intake, len(tasks))
             if simulated:
                 collection_metrics["files_cut"] = self._measure_compute(timed, tasks)
+            else:
+                # Replies to the previous round that came after it closed: counted only.
+                collection_metrics["late_from_earlier_round"] = float(late)
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
@@ -568,17 +571,19 @@ class Coordinator:
 
     def _exchange(
         self, tasks: Mapping[int, Task], intake: Intake | None = None
-    ) -> tuple[list[Reply], int, list[Rejection]]:
+    ) -> tuple[list[Reply], int, list[Rejection], int]:
         """Exchange the round's tasks; workers that lost track get the full state once.
 
         With an ``intake`` the transport hands it each reply as it arrives and stops
         waiting once it closes the round; the resync of lost workers goes on the same
-        clock, and does not happen once the round is closed.
+        clock, and does not happen once the round is closed. The last number is how
+        many replies to an earlier round came during this one, after it had closed.
         """
         started = time.monotonic()
         first = self._send(list(tasks.values()), self.channel.downlink(), intake, 0.0)
         replies = [r for r in first.replies if not r.need_sync]
         bytes_down, malformed = first.bytes_down, list(first.malformed)
+        late = len(first.late)
         lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
         elapsed = time.monotonic() - started
         if lost and not (intake is not None and intake.closed(elapsed)):
@@ -592,7 +597,8 @@ class Coordinator:
                     replies.append(reply)
             bytes_down += second.bytes_down
             malformed.extend(second.malformed)
-        return replies, bytes_down, malformed
+            late += len(second.late)
+        return replies, bytes_down, malformed, late
 
     def _send(
         self, tasks: Sequence[Task], downlink: Downlink, intake: Intake | None, offset: float

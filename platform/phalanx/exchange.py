@@ -20,12 +20,26 @@ from phalanx.replies import Rejection, Reply, Task
 
 
 @dataclass(frozen=True)
+class LateReply:
+    """A reply to an earlier exchange that came after its round had closed."""
+
+    worker: int
+    seconds: float
+    """How long after its task went out it came."""
+
+
+@dataclass(frozen=True)
 class Exchange:
-    """The replies of one round, as a transport collected them."""
+    """The replies of one round, as a transport collected them.
+
+    ``late`` lists the replies to the previous exchange that came during this one,
+    after their round had closed: counted, never checked or judged (slow is not lying).
+    """
 
     replies: Sequence[Reply]
     bytes_down: int
     malformed: Sequence[Rejection] = ()
+    late: Sequence[LateReply] = ()
 
 
 class Listener(Protocol):

@@ -11,7 +11,7 @@ from flwr.serverapp import Grid
 
 from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
-from phalanx.exchange import Exchange, Listener
+from phalanx.exchange import Exchange, LateReply, Listener
 from phalanx.faults import one_line
 from phalanx.flower.records import (
     MESSAGE_TYPE,
@@ -54,6 +54,9 @@ class GridTransport:
         self.run_config_json = run_config_json
         self.timeout = timeout
         self.poll_interval = poll_interval
+        # The previous exchange's messages still unanswered when it returned: their
+        # replies, if they come during the next exchange, are late, and said so.
+        self._outstanding: dict[str, tuple[int, float]] = {}
 
     def exchange(
         self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
@@ -62,7 +65,8 @@ class GridTransport:
 
         Without a ``listener`` the round waits for every reply up to the timeout; with
         one, each reply is handed to it as it is pulled, and the wait ends as soon as
-        the listener says the round is closed. Replies still out are not waited for.
+        the listener says the round is closed. Replies still out are not waited for;
+        one that comes during the next exchange is counted there as late.
         """
         messages = []
         bytes_down = 0
@@ -77,16 +81,22 @@ class GridTransport:
                     group_id=str(task.round),
                 )
             )
+        earlier, self._outstanding = self._outstanding, {}
         sent = list(self.grid.push_messages(messages))
         started = time.monotonic()
         worker_of_message = {mid: task.worker for mid, task in zip(sent, tasks, strict=True) if mid}
         replies: list[Reply] = []
         malformed: list[Rejection] = []
+        late: list[LateReply] = []
         pending = set(worker_of_message)
         deadline = started + self.timeout
         while pending and time.monotonic() < deadline:
-            for message in self.grid.pull_messages(list(pending)):
+            for message in self.grid.pull_messages([*pending, *earlier]):
                 mid = message.metadata.reply_to_message_id
+                if mid in earlier:
+                    worker, pushed = earlier.pop(mid)
+                    late.append(LateReply(worker, time.monotonic() - pushed))
+                    continue
                 if mid not in pending:
                     continue
                 pending.discard(mid)
@@ -104,7 +114,8 @@ class GridTransport:
                 break
             if pending:
                 time.sleep(self.poll_interval)
-        return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed)
+        self._outstanding = {mid: (worker_of_message[mid], started) for mid in pending}
+        return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed, late=late)
 
 
 def _outcome(message: Message, worker: int) -> Reply | Rejection:

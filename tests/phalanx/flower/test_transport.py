@@ -184,3 +184,48 @@ def test_a_deployed_round_closes_by_its_policy_without_the_node_that_never_answe
     assert [r.metrics["missing_replies"] for r in reports] == [1.0, 1.0]
     assert all(r.flagged == () and r.metrics["accepted_files"] == 7 for r in reports)
     assert grid.pulls == 2  # one pull a round: its replies closed it
+
+
+class OneRoundBehindGrid(FakeGrid):
+    """A grid on which one node's reply comes only once the next round's work went out."""
+
+    def __init__(self, app: ClientApp, nodes: list[int], slow: int) -> None:
+        super().__init__(app, nodes)
+        self.slow = slow
+        self.held: set[str] = set()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        self.held.clear()  # what was held last round is on its way now
+        ids = list(super().push_messages(messages))
+        self.held = {i for i in ids if self.replies[i].metadata.src_node_id == self.slow}
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return super().pull_messages([i for i in message_ids if i not in self.held])
+
+
+@pytest.mark.timeout(120)
+def test_a_reply_that_comes_after_its_round_closed_is_counted_late_and_never_judged() -> None:
+    config = small_config(
+        rounds=3,
+        attack={"name": None, "q": 0},
+        deployment={"backend": "deployment"},
+        collect={"policy": "quorum", "m": 2},
+    )
+    nodes = {w: NODE_BASE + w for w in range(config.assignment.num_workers)}
+    grid = OneRoundBehindGrid(build_client_app(), list(nodes.values()), slow=nodes[3])
+    transport = GridTransport(grid, nodes, config.model_dump_json(), timeout=3600.0)  # type: ignore[arg-type]
+    reports: list[RoundReport] = []
+
+    class ListSink:
+        def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+            reports.append(report)
+
+    execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
+    assert [r.metrics["late_from_earlier_round"] for r in reports] == [0.0, 1.0, 1.0]
+    assert [r.metrics["missing_replies"] for r in reports] == [1.0, 1.0, 1.0]
+    assert all(r.flagged == () and r.rejected == () for r in reports)
+    assert all(
+        {(x.worker, x.status) for x in r.responses if x.worker == 3} == {(3, "missing")}
+        for r in reports
+    )

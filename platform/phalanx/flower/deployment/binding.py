@@ -113,7 +113,9 @@ class NodeBindingTransport:
                 kept.append(reply)
             else:
                 refused.append(Rejection(reply.worker, NODE_ID_MISMATCH, problem))
-        return Exchange(replies=kept, bytes_down=exchange.bytes_down, malformed=refused)
+        return Exchange(
+            replies=kept, bytes_down=exchange.bytes_down, malformed=refused, late=exchange.late
+        )
 
     def _problem(self, reply: Reply) -> str | None:
         """Why ``reply`` is not bound to its worker's node, or ``None`` when it is."""
