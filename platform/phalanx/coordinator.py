@@ -255,8 +255,8 @@ class Coordinator:
             if simulated:
                 collection_metrics["files_cut"] = self._measure_compute(timed, tasks)
             else:
-                # Replies to the previous round that came after it closed: counted only.
-                collection_metrics["late_from_earlier_round"] = float(late)
+                # Replies to earlier rounds that came after they closed: counted only.
+                collection_metrics["late_from_earlier_rounds"] = float(late)
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 

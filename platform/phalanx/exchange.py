@@ -32,8 +32,8 @@ class LateReply:
 class Exchange:
     """The replies of one round, as a transport collected them.
 
-    ``late`` lists the replies to the previous exchange that came during this one,
-    after their round had closed: counted, never checked or judged (slow is not lying).
+    ``late`` lists the replies to earlier exchanges that came during this one, after
+    their round had closed: counted, never checked or judged (slow is not lying).
     """
 
     replies: Sequence[Reply]

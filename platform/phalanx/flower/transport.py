@@ -24,6 +24,9 @@ from phalanx.replies import Rejection, Reply, Task
 
 log = logging.getLogger(__name__)
 
+LATE_WINDOW = 8
+"""Exchanges after its own during which a late reply is still recognised and counted."""
+
 
 class GridTransport:
     """Pushes one message per task and pulls replies until all arrived or time runs out.
@@ -54,9 +57,11 @@ class GridTransport:
         self.run_config_json = run_config_json
         self.timeout = timeout
         self.poll_interval = poll_interval
-        # The previous exchange's messages still unanswered when it returned: their
-        # replies, if they come during the next exchange, are late, and said so.
-        self._outstanding: dict[str, tuple[int, float]] = {}
+        # Messages of the last LATE_WINDOW exchanges still unanswered when theirs
+        # returned, by id: (worker, when pushed, exchange). A reply to one that comes
+        # during a later exchange is late, and said so.
+        self._outstanding: dict[str, tuple[int, float, int]] = {}
+        self._exchanges = 0
 
     def exchange(
         self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
@@ -66,7 +71,8 @@ class GridTransport:
         Without a ``listener`` the round waits for every reply up to the timeout; with
         one, each reply is handed to it as it is pulled, and the wait ends as soon as
         the listener says the round is closed. Replies still out are not waited for;
-        one that comes during the next exchange is counted there as late.
+        one that comes during one of the next :data:`LATE_WINDOW` exchanges is counted
+        there as late.
         """
         messages = []
         bytes_down = 0
@@ -81,7 +87,9 @@ class GridTransport:
                     group_id=str(task.round),
                 )
             )
-        earlier, self._outstanding = self._outstanding, {}
+        self._exchanges += 1
+        oldest = self._exchanges - LATE_WINDOW
+        earlier = {mid: seen for mid, seen in self._outstanding.items() if seen[2] >= oldest}
         sent = list(self.grid.push_messages(messages))
         started = time.monotonic()
         worker_of_message = {mid: task.worker for mid, task in zip(sent, tasks, strict=True) if mid}
@@ -94,7 +102,7 @@ class GridTransport:
             for message in self.grid.pull_messages([*pending, *earlier]):
                 mid = message.metadata.reply_to_message_id
                 if mid in earlier:
-                    worker, pushed = earlier.pop(mid)
+                    worker, pushed, _ = earlier.pop(mid)
                     late.append(LateReply(worker, time.monotonic() - pushed))
                     continue
                 if mid not in pending:
@@ -114,7 +122,10 @@ class GridTransport:
                 break
             if pending:
                 time.sleep(self.poll_interval)
-        self._outstanding = {mid: (worker_of_message[mid], started) for mid in pending}
+        self._outstanding = {
+            **earlier,
+            **{mid: (worker_of_message[mid], started, self._exchanges) for mid in pending},
+        }
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed, late=late)
 
 

@@ -220,7 +220,7 @@ def test_a_reply_that_comes_after_its_round_closed_is_counted_late_and_never_jud
     reports = run_deployed(
         deployed_quorum(3), OneRoundBehindGrid(build_client_app(), nodes, slow=nodes[3])
     )
-    assert [r.metrics["late_from_earlier_round"] for r in reports] == [0.0, 1.0, 1.0]
+    assert [r.metrics["late_from_earlier_rounds"] for r in reports] == [0.0, 1.0, 1.0]
     assert [r.metrics["missing_replies"] for r in reports] == [1.0, 1.0, 1.0]
     assert all(r.flagged == () and r.rejected == () for r in reports)
     assert all(
