@@ -13,7 +13,9 @@ Two identity sources, one handler (:func:`build_client_app`):
   from the SuperNode's node config, or the environment
   (:class:`~phalanx.flower.deployment.node_config.NodeIdentity`). For red-team
   demonstrations, ``phalanx-byzantine=ATTACK`` (or ``PHALANX_BYZANTINE=ATTACK``)
-  makes it lie on every file it is given; the coordinator knows nothing of it.
+  makes it lie on every file it is given, and ``phalanx-delay-s=SECONDS`` makes
+  it answer that late (a straggler on purpose); the coordinator knows nothing of
+  either.
   The deployment's Flower app (:mod:`phalanx.flower.deployment.flower_app`) names it.
 
 A worker whose own code or data fails replies with a fault (``fault_content``),
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -70,6 +73,7 @@ class WorkerIdentity:
     private_key: PrivateKey
     node_id: int | None = None
     behaviour: Behaviour | None = None
+    delay_s: float = 0.0
 
 
 class IdentitySource(Protocol):
@@ -134,6 +138,7 @@ class EnrolledWorker:
             private_key=_private_key(key_path, key_path.stat().st_mtime_ns),
             node_id=int(context.node_id),
             behaviour=byzantine_behaviour(node.byzantine, task.worker) if node.byzantine else None,
+            delay_s=node.delay_s,
         )
 
 
@@ -182,6 +187,8 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
             if saved is not None:
                 worker.replica.restore({k: v.numpy() for k, v in saved.items()})
             reply = worker.handle(task, downlink)
+            if who.delay_s:
+                time.sleep(who.delay_s)
             state = worker.replica.state()
             if state:
                 context.state[REPLICA_STATE] = ArrayRecord(

@@ -43,8 +43,9 @@ class InProcessTransport:
     ) -> Exchange:
         """Run every task and return the replies; a worker that raises is a fault.
 
-        There is no clock here: every reply arrives at once, so a ``listener`` hears
-        of none (a simulated round's arrival times come from the systems model).
+        There is no clock here: a ``listener`` hears of every reply and fault as
+        arriving at once (a simulated round's arrival times come from the systems
+        model instead).
         """
         replies = []
         faults = []
@@ -59,6 +60,11 @@ class InProcessTransport:
                 reply = self.tamper(reply)
             if reply is not None:
                 replies.append(reply)
+        if listener is not None:
+            for reply in replies:
+                listener.arrived(reply, 0.0)
+            for fault in faults:
+                listener.failed(fault.worker, 0.0)
         return Exchange(
             replies=replies, bytes_down=len(tasks) * downlink.num_bytes, malformed=faults
         )

@@ -239,7 +239,7 @@ class Coordinator:
         # A deployed round closes by the policy as replies come in; a simulated one
         # receives every reply at once and closes by the systems model's clock.
         simulated = self.config.systems.enabled
-        replies, bytes_down, malformed = self._exchange(tasks, None if simulated else intake)
+        replies, bytes_down, malformed, late = self._exchange(tasks, None if simulated else intake)
         collection = None
         collection_metrics: dict[str, float] = {}
         if intake is None:
@@ -254,6 +254,9 @@ class Coordinator:
             collection_metrics = self._collection_metrics(collection, intake, len(tasks))
             if simulated:
                 collection_metrics["files_cut"] = self._measure_compute(timed, tasks)
+            else:
+                # Replies to earlier rounds that came after they closed: counted only.
+                collection_metrics["late_from_earlier_rounds"] = float(late)
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
@@ -349,10 +352,12 @@ class Coordinator:
                 **collection_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
-            # Simulated rounds only: a deployment's real arrival times are not measured yet.
+            # A reply refused by the checks, or a worker that failed, has its event instead.
             responses=()
-            if collection is None
-            else round_responses(collection, tasks, clients=self._client_ids),
+            if intake is None or collection is None
+            else round_responses(
+                collection, set(tasks) - intake.unusable, clients=self._client_ids
+            ),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
@@ -360,8 +365,18 @@ class Coordinator:
 
     @property
     def _collects(self) -> bool:
-        """Whether rounds close by a collection policy rather than wait for every reply."""
-        return self.config.systems.enabled or self.config.collect.policy != "all"
+        """Whether rounds close by a collection policy and time their replies.
+
+        Simulated rounds with the systems model, and every deployed round: even when
+        it waits for every reply (``all``), its arrival times are the workers' response
+        times.
+        """
+        config = self.config
+        return (
+            config.systems.enabled
+            or config.deployment.backend == "deployment"
+            or config.collect.policy != "all"
+        )
 
     def _simulated_arrivals(
         self, t: int, tasks: Mapping[int, Task], replies: Sequence[Reply], bytes_down: int
@@ -556,17 +571,19 @@ class Coordinator:
 
     def _exchange(
         self, tasks: Mapping[int, Task], intake: Intake | None = None
-    ) -> tuple[list[Reply], int, list[Rejection]]:
+    ) -> tuple[list[Reply], int, list[Rejection], int]:
         """Exchange the round's tasks; workers that lost track get the full state once.
 
         With an ``intake`` the transport hands it each reply as it arrives and stops
         waiting once it closes the round; the resync of lost workers goes on the same
-        clock, and does not happen once the round is closed.
+        clock, and does not happen once the round is closed. The last number is how
+        many replies to an earlier round came during this one, after it had closed.
         """
         started = time.monotonic()
         first = self._send(list(tasks.values()), self.channel.downlink(), intake, 0.0)
         replies = [r for r in first.replies if not r.need_sync]
         bytes_down, malformed = first.bytes_down, list(first.malformed)
+        late = len(first.late)
         lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
         elapsed = time.monotonic() - started
         if lost and not (intake is not None and intake.closed(elapsed)):
@@ -580,7 +597,8 @@ class Coordinator:
                     replies.append(reply)
             bytes_down += second.bytes_down
             malformed.extend(second.malformed)
-        return replies, bytes_down, malformed
+            late += len(second.late)
+        return replies, bytes_down, malformed, late
 
     def _send(
         self, tasks: Sequence[Task], downlink: Downlink, intake: Intake | None, offset: float
@@ -611,6 +629,9 @@ class _Offset:
 
     def arrived(self, reply: Reply, seconds: float) -> None:
         self.intake.arrived(reply, self.offset + seconds)
+
+    def failed(self, worker: int, seconds: float) -> None:
+        self.intake.failed(worker, self.offset + seconds)
 
     def closed(self, seconds: float) -> bool:
         return self.intake.closed(self.offset + seconds)

@@ -20,12 +20,26 @@ from phalanx.replies import Rejection, Reply, Task
 
 
 @dataclass(frozen=True)
+class LateReply:
+    """A reply to an earlier exchange that came after its round had closed."""
+
+    worker: int
+    seconds: float
+    """How long after its task went out it came."""
+
+
+@dataclass(frozen=True)
 class Exchange:
-    """The replies of one round, as a transport collected them."""
+    """The replies of one round, as a transport collected them.
+
+    ``late`` lists the replies to earlier exchanges that came during this one, after
+    their round had closed: counted, never checked or judged (slow is not lying).
+    """
 
     replies: Sequence[Reply]
     bytes_down: int
     malformed: Sequence[Rejection] = ()
+    late: Sequence[LateReply] = ()
 
 
 class Listener(Protocol):
@@ -33,6 +47,13 @@ class Listener(Protocol):
 
     def arrived(self, reply: Reply, seconds: float) -> None:
         """Take in ``reply``, arrived ``seconds`` after the tasks went out."""
+        ...
+
+    def failed(self, worker: int, seconds: float) -> None:
+        """Note that ``worker`` answered with no reply to check, ``seconds`` in.
+
+        Its ClientApp failed, or its reply was refused on the way.
+        """
         ...
 
     def closed(self, seconds: float) -> bool:
@@ -48,9 +69,10 @@ class Transport(Protocol):
     ) -> Exchange:
         """Send every task with the downlink; return the replies that arrived in time.
 
-        With a ``listener``, a transport that waits in real time hands it each reply
-        as it arrives and returns once :meth:`Listener.closed` is true; every reply
-        it returns has been handed to the listener. A transport without a clock (the
-        in-process double) may ignore it: every reply arrives at once.
+        With a ``listener``, the transport hands it each reply (and each failure) as
+        it arrives, and a transport that waits in real time returns once
+        :meth:`Listener.closed` is true; every reply it returns has been handed to
+        the listener. A transport without a clock (the in-process double) hands
+        them all over as arriving at once.
         """
         ...

@@ -9,7 +9,10 @@ the time it arrived. The same intake serves a deployed round, fed by the
 transport as replies come in (it is the transport's
 :class:`~phalanx.exchange.Listener`), and a simulated one, fed in the order of
 the systems model's arrival times (:meth:`Intake.feed`); either way, what came
-after the close is late and left out, and what never came is missing.
+after the close is late and left out, and what never came is missing. A worker
+that answered without a usable reply (refused by the checks, failed on its side)
+or whose compute budget cut some files is not waited for on those files: nothing
+more of them will come.
 """
 
 from __future__ import annotations
@@ -132,6 +135,8 @@ class Intake:
     arrived_at: dict[int, float] = field(default_factory=dict)
     after_close: list[Piece] = field(default_factory=list)
     cut: set[int] = field(default_factory=set)
+    withdrawn: set[tuple[int, int]] = field(default_factory=set)
+    unusable: set[int] = field(default_factory=set)
 
     def arrived(
         self, reply: Reply, seconds: float, files_at: Mapping[int, float] | None = None
@@ -144,15 +149,51 @@ class Intake:
         if reply.need_sync:  # not an answer yet: the worker asks for the full model
             return
         self.arrived_at.setdefault(reply.worker, seconds)
-        for replica in self.checks.admit(reply):
+        replicas = self.checks.admit(reply)
+        if not replicas and reply.worker in self.checks.rejected:
+            self.unusable.add(reply.worker)
+            self._withdraw(reply.worker)
+        for replica in replicas:
             at = seconds if files_at is None else files_at.get(replica.file)
             if at is not None:
                 self.pieces.append(Piece(replica.worker, replica.file, at, replica.digest))
+        if files_at is not None:
+            self._withdraw(reply.worker, set(self._files_of(reply.worker)) - set(files_at))
+
+    def failed(self, worker: int, seconds: float) -> None:
+        """Note that ``worker`` answered without a reply to check (a transport's call)."""
+        self.arrived_at.setdefault(worker, seconds)
+        self.unusable.add(worker)
+        self._withdraw(worker)
+
+    def _files_of(self, worker: int) -> tuple[int, ...]:
+        if not 0 <= worker < self.assignment.num_workers:
+            return ()
+        return self.assignment.files_of(worker)
+
+    def _withdraw(self, worker: int, files: Iterable[int] | None = None) -> None:
+        """Stop waiting for ``worker``'s ``files`` (all of them by default) unless some came."""
+        delivered = {p.file for p in self.pieces if p.worker == worker}
+        chosen = self._files_of(worker) if files is None else files
+        self.withdrawn.update((worker, f) for f in chosen if f not in delivered)
+
+    def _awaited(self) -> Assignment:
+        """Return the assignment less the pieces that will not come, for the close rules."""
+        if not self.withdrawn:
+            return self.assignment
+        return Assignment(
+            self.assignment.num_workers,
+            tuple(
+                tuple(w for w in workers if (w, f) not in self.withdrawn)
+                for f, workers in enumerate(self.assignment.files)
+            ),
+            self.assignment.scheme,
+        )
 
     def closed(self, seconds: float) -> bool:
         """Whether the round, ``seconds`` after it began, waits no longer."""
         return self.policy.closes_by(
-            seconds, self.assignment, self.pieces, dispatched=self.dispatched, **self.options
+            seconds, self._awaited(), self.pieces, dispatched=self.dispatched, **self.options
         )
 
     def feed(self, timed: Iterable[TimedReply]) -> None:
@@ -165,6 +206,7 @@ class Intake:
             reply = item.reply
             if reply.files and not item.files_at:  # its compute budget cut every file
                 self.cut.add(reply.worker)
+                self._withdraw(reply.worker)
             elif self._closed_before(item.seconds):
                 self.arrived_at.setdefault(reply.worker, item.seconds)
                 self.after_close.extend(
@@ -180,16 +222,19 @@ class Intake:
         if deadline is not None and deadline < seconds:
             return True
         met = self.policy.close_time(
-            self.assignment, self.pieces, dispatched=self.dispatched, **self.options
+            self._awaited(), self.pieces, dispatched=self.dispatched, **self.options
         )
         return met is not None and met < seconds
 
     def collection(self) -> Collection:
-        """Close the round over the checked pieces; list the unchecked late ones too."""
+        """Close the round over the checked pieces; list the unchecked late ones too.
+
+        Pieces that were withdrawn (never to come) are listed as missing.
+        """
         closing = self.policy(
-            self.assignment, self.pieces, dispatched=self.dispatched, **self.options
+            self._awaited(), self.pieces, dispatched=self.dispatched, **self.options
         )
-        if not self.after_close:
+        if not self.after_close and not self.withdrawn:
             return closing
         return split(
             self.assignment,

@@ -16,7 +16,7 @@ from phalanx.plan import round_assignment
 from phalanx.replies import Reply
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run
-from phalanx_clients.inprocess import Tamper
+from phalanx_clients.inprocess import InProcessTransport, Tamper
 from tests.support.configs import small_config
 from tests.support.coordinator_runs import RUN_ID, FakeSink, transport
 from tests.support.timed_transport import TimedTransport
@@ -63,11 +63,44 @@ def test_a_deadline_cuts_the_wait_for_a_round_whose_condition_never_holds() -> N
     assert all(SLOW_WORKER not in replied(r) for r in sink.reports)
 
 
-def test_without_a_policy_a_deployed_round_waits_for_every_reply() -> None:
+def test_without_a_policy_a_deployed_round_waits_for_every_reply_and_times_each() -> None:
     sink, timed = run_timed(deployed(), {SLOW_WORKER: SLOW_S})
-    assert timed.listened == [False, False]
-    assert all(SLOW_WORKER in replied(r) for r in sink.reports)
-    assert "collected_s" not in sink.reports[0].metrics
+    assert all(timed.listened)
+    for report in sink.reports:
+        assert SLOW_WORKER in replied(report) and report.metrics["collected_s"] == SLOW_S
+        times = {r.worker: (r.seconds, r.status) for r in report.responses}
+        assert times[SLOW_WORKER] == (SLOW_S, "kept")
+        assert {t for w, t in times.items() if w != SLOW_WORKER} == {(1.0, "kept")}
+
+
+def broken_data(config: RunConfig, worker: int) -> InProcessTransport:
+    """``worker``'s pixels hold NaN: its ClientApp fails on its own data, every round."""
+    inner = transport(config)
+    data = inner.workers[worker].train_set
+    x = data.x.clone()
+    x[:, :, 0, 0] = float("nan")
+    inner.workers[worker].train_set = dataclasses.replace(data, x=x)
+    return inner
+
+
+def test_a_worker_that_failed_is_not_waited_for_nor_timed() -> None:
+    # Everyone else answers at 1 s; the failed worker answered at once, with its fault.
+    config = deployed(policy="deadline", deadline_s=30.0)
+    timed = TimedTransport(broken_data(config, 2), {2: 0.5})
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=timed)
+    for report in sink.reports:
+        assert report.metrics["collected_s"] == 1.0 and report.metrics["missing_replies"] == 0
+        assert report.rejected == (2,) and report.flagged == ()
+        assert 2 not in {r.worker for r in report.responses}
+
+
+def test_a_refused_reply_does_not_hold_the_round_open_until_the_deadline() -> None:
+    config = deployed(rounds=1, policy="deadline", deadline_s=30.0)
+    sink, _ = run_timed(config, {0: 0.1}, bad_signature(0))
+    (report,) = sink.reports
+    assert report.metrics["collected_s"] == 1.0 and report.rejected == (0,)
+    assert 0 not in {r.worker for r in report.responses}
 
 
 def payload_swapped(worker: int) -> Tamper:

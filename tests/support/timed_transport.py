@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from phalanx.channel import Downlink
 from phalanx.exchange import Exchange, Listener
-from phalanx.replies import Task
+from phalanx.replies import Reply, Task
 from phalanx_clients.inprocess import InProcessTransport
 
 
@@ -39,12 +39,18 @@ class TimedTransport:
         computed = self.inner.exchange(tasks, downlink)
         if listener is None:
             return computed
-        ordered = sorted(computed.replies, key=lambda r: (self.delays.get(r.worker, 1.0), r.worker))
+        events = sorted(
+            [(self.delays.get(r.worker, 1.0), r.worker, r) for r in computed.replies]
+            + [(self.delays.get(f.worker, 1.0), f.worker, f) for f in computed.malformed],
+            key=lambda event: (event[0], event[1]),
+        )
         delivered = []
-        for reply in ordered:
-            seconds = self.delays.get(reply.worker, 1.0)
+        for seconds, worker, outcome in events:
             if listener.closed(seconds):
                 break
-            delivered.append(reply)
-            listener.arrived(reply, seconds)
+            if isinstance(outcome, Reply):
+                delivered.append(outcome)
+                listener.arrived(outcome, seconds)
+            else:
+                listener.failed(worker, seconds)
         return replace(computed, replies=delivered)

@@ -11,7 +11,7 @@ from flwr.serverapp import Grid
 
 from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
-from phalanx.exchange import Exchange, Listener
+from phalanx.exchange import Exchange, LateReply, Listener
 from phalanx.faults import one_line
 from phalanx.flower.records import (
     MESSAGE_TYPE,
@@ -23,6 +23,9 @@ from phalanx.flower.records import (
 from phalanx.replies import Rejection, Reply, Task
 
 log = logging.getLogger(__name__)
+
+LATE_WINDOW = 8
+"""Exchanges after its own during which a late reply is still recognised and counted."""
 
 
 class GridTransport:
@@ -54,6 +57,11 @@ class GridTransport:
         self.run_config_json = run_config_json
         self.timeout = timeout
         self.poll_interval = poll_interval
+        # Messages of the last LATE_WINDOW exchanges still unanswered when theirs
+        # returned, by id: (worker, when pushed, exchange). A reply to one that comes
+        # during a later exchange is late, and said so.
+        self._outstanding: dict[str, tuple[int, float, int]] = {}
+        self._exchanges = 0
 
     def exchange(
         self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
@@ -62,7 +70,9 @@ class GridTransport:
 
         Without a ``listener`` the round waits for every reply up to the timeout; with
         one, each reply is handed to it as it is pulled, and the wait ends as soon as
-        the listener says the round is closed. Replies still out are not waited for.
+        the listener says the round is closed. Replies still out are not waited for;
+        one that comes during one of the next :data:`LATE_WINDOW` exchanges is counted
+        there as late.
         """
         messages = []
         bytes_down = 0
@@ -77,16 +87,24 @@ class GridTransport:
                     group_id=str(task.round),
                 )
             )
+        self._exchanges += 1
+        oldest = self._exchanges - LATE_WINDOW
+        earlier = {mid: seen for mid, seen in self._outstanding.items() if seen[2] >= oldest}
         sent = list(self.grid.push_messages(messages))
         started = time.monotonic()
         worker_of_message = {mid: task.worker for mid, task in zip(sent, tasks, strict=True) if mid}
         replies: list[Reply] = []
         malformed: list[Rejection] = []
+        late: list[LateReply] = []
         pending = set(worker_of_message)
         deadline = started + self.timeout
         while pending and time.monotonic() < deadline:
-            for message in self.grid.pull_messages(list(pending)):
+            for message in self.grid.pull_messages([*pending, *earlier]):
                 mid = message.metadata.reply_to_message_id
+                if mid in earlier:
+                    worker, pushed, _ = earlier.pop(mid)
+                    late.append(LateReply(worker, time.monotonic() - pushed))
+                    continue
                 if mid not in pending:
                     continue
                 pending.discard(mid)
@@ -98,11 +116,17 @@ class GridTransport:
                         listener.arrived(outcome, time.monotonic() - started)
                 else:
                     malformed.append(outcome)
+                    if listener is not None:
+                        listener.failed(worker, time.monotonic() - started)
             if listener is not None and listener.closed(time.monotonic() - started):
                 break
             if pending:
                 time.sleep(self.poll_interval)
-        return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed)
+        self._outstanding = {
+            **earlier,
+            **{mid: (worker_of_message[mid], started, self._exchanges) for mid in pending},
+        }
+        return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed, late=late)
 
 
 def _outcome(message: Message, worker: int) -> Reply | Rejection:

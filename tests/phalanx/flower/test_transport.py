@@ -147,6 +147,29 @@ def test_whatever_a_worker_puts_in_its_reply_the_round_completes_and_records_it(
     assert victim in report.rejected or victim not in {e.worker for e in report.events}
 
 
+def deployed_quorum(rounds: int) -> RunConfig:
+    return small_config(
+        rounds=rounds,
+        attack={"name": None, "q": 0},
+        deployment={"backend": "deployment"},
+        collect={"policy": "quorum", "m": 2},
+    )
+
+
+def run_deployed(config: RunConfig, grid: FakeGrid) -> list[RoundReport]:
+    """Run ``config`` over ``grid`` with a transport that would wait up to an hour."""
+    nodes = {w: NODE_BASE + w for w in range(config.assignment.num_workers)}
+    transport = GridTransport(grid, nodes, config.model_dump_json(), timeout=3600.0)  # type: ignore[arg-type]
+    reports: list[RoundReport] = []
+
+    class ListSink:
+        def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
+            reports.append(report)
+
+    execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
+    return reports
+
+
 class WithholdingGrid(FakeGrid):
     """A grid on which one node's reply never comes back (a vanished SuperNode)."""
 
@@ -163,24 +186,44 @@ class WithholdingGrid(FakeGrid):
 
 @pytest.mark.timeout(120)
 def test_a_deployed_round_closes_by_its_policy_without_the_node_that_never_answers() -> None:
-    # The transport waits up to an hour; the quorum closes each round once the six
-    # answering workers agree, and the Grid is no longer polled.
-    config = small_config(
-        rounds=2,
-        attack={"name": None, "q": 0},
-        deployment={"backend": "deployment"},
-        collect={"policy": "quorum", "m": 2},
-    )
-    nodes = {w: NODE_BASE + w for w in range(config.assignment.num_workers)}
-    grid = WithholdingGrid(build_client_app(), list(nodes.values()), silent=nodes[3])
-    transport = GridTransport(grid, nodes, config.model_dump_json(), timeout=3600.0)  # type: ignore[arg-type]
-    reports: list[RoundReport] = []
-
-    class ListSink:
-        def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
-            reports.append(report)
-
-    execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
+    # The quorum closes each round once the six answering workers agree, and the Grid
+    # is no longer polled.
+    nodes = [NODE_BASE + w for w in range(7)]
+    grid = WithholdingGrid(build_client_app(), nodes, silent=nodes[3])
+    reports = run_deployed(deployed_quorum(2), grid)
     assert [r.metrics["missing_replies"] for r in reports] == [1.0, 1.0]
     assert all(r.flagged == () and r.metrics["accepted_files"] == 7 for r in reports)
     assert grid.pulls == 2  # one pull a round: its replies closed it
+
+
+class OneRoundBehindGrid(FakeGrid):
+    """A grid on which one node's reply comes only once the next round's work went out."""
+
+    def __init__(self, app: ClientApp, nodes: list[int], slow: int) -> None:
+        super().__init__(app, nodes)
+        self.slow = slow
+        self.held: set[str] = set()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        self.held.clear()  # what was held last round is on its way now
+        ids = list(super().push_messages(messages))
+        self.held = {i for i in ids if self.replies[i].metadata.src_node_id == self.slow}
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        return super().pull_messages([i for i in message_ids if i not in self.held])
+
+
+@pytest.mark.timeout(120)
+def test_a_reply_that_comes_after_its_round_closed_is_counted_late_and_never_judged() -> None:
+    nodes = [NODE_BASE + w for w in range(7)]
+    reports = run_deployed(
+        deployed_quorum(3), OneRoundBehindGrid(build_client_app(), nodes, slow=nodes[3])
+    )
+    assert [r.metrics["late_from_earlier_rounds"] for r in reports] == [0.0, 1.0, 1.0]
+    assert [r.metrics["missing_replies"] for r in reports] == [1.0, 1.0, 1.0]
+    assert all(r.flagged == () and r.rejected == () for r in reports)
+    assert all(
+        {(x.worker, x.status) for x in r.responses if x.worker == 3} == {(3, "missing")}
+        for r in reports
+    )

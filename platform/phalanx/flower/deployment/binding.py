@@ -113,7 +113,9 @@ class NodeBindingTransport:
                 kept.append(reply)
             else:
                 refused.append(Rejection(reply.worker, NODE_ID_MISMATCH, problem))
-        return Exchange(replies=kept, bytes_down=exchange.bytes_down, malformed=refused)
+        return Exchange(
+            replies=kept, bytes_down=exchange.bytes_down, malformed=refused, late=exchange.late
+        )
 
     def _problem(self, reply: Reply) -> str | None:
         """Why ``reply`` is not bound to its worker's node, or ``None`` when it is."""
@@ -126,7 +128,7 @@ class NodeBindingTransport:
 
 @dataclass(frozen=True)
 class _BoundOnly:
-    """A listener that hears only of the replies bound to their node."""
+    """A listener that hears only of the replies bound to their node (others failed)."""
 
     listener: Listener
     problem: Callable[[Reply], str | None]
@@ -134,6 +136,11 @@ class _BoundOnly:
     def arrived(self, reply: Reply, seconds: float) -> None:
         if self.problem(reply) is None:
             self.listener.arrived(reply, seconds)
+        else:
+            self.listener.failed(reply.worker, seconds)
+
+    def failed(self, worker: int, seconds: float) -> None:
+        self.listener.failed(worker, seconds)
 
     def closed(self, seconds: float) -> bool:
         return self.listener.closed(seconds)

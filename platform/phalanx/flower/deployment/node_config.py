@@ -14,10 +14,14 @@ back to the environment (``PHALANX_CLIENT_ID``, ``PHALANX_CLIENT_KEY``,
 
 ``phalanx-byzantine`` names an attack (e.g. ``reversed_gradient``): the client
 then lies on every file it is given. It exists for red-team demonstrations.
+``phalanx-delay-s`` (``PHALANX_DELAY_S``) makes the client answer every task that
+many seconds late (0 to 3600), to watch the collection policies close rounds
+without it: a straggler on purpose.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,8 @@ __all__ = [
     "BYZANTINE_KEY",
     "CLIENT_ID_ENV",
     "CLIENT_ID_KEY",
+    "DELAY_ENV",
+    "DELAY_KEY",
     "KEY_ENV",
     "KEY_PATH_KEY",
     "NodeConfigError",
@@ -36,10 +42,13 @@ __all__ = [
 CLIENT_ID_KEY = "phalanx-client-id"
 KEY_PATH_KEY = "phalanx-key"
 BYZANTINE_KEY = "phalanx-byzantine"
+DELAY_KEY = "phalanx-delay-s"
 
 CLIENT_ID_ENV = "PHALANX_CLIENT_ID"
 KEY_ENV = "PHALANX_CLIENT_KEY"
 BYZANTINE_ENV = "PHALANX_BYZANTINE"
+DELAY_ENV = "PHALANX_DELAY_S"
+MAX_DELAY_S = 3600.0
 
 
 class NodeConfigError(ValueError):
@@ -58,11 +67,14 @@ class NodeIdentity:
         Its EC private key (OpenSSH or PEM); also the SuperNode's key.
     byzantine : str or None
         An attack name to play a Byzantine client, ``None`` to be honest.
+    delay_s : float
+        Seconds to wait before answering each task (a straggler on purpose).
     """
 
     client_id: str
     key_path: Path
     byzantine: str | None = None
+    delay_s: float = 0.0
 
     def to_node_config(self) -> str:
         """Render the ``--node-config`` value of ``flower-supernode``.
@@ -76,6 +88,8 @@ class NodeIdentity:
         pairs = {CLIENT_ID_KEY: self.client_id, KEY_PATH_KEY: str(self.key_path)}
         if self.byzantine:
             pairs[BYZANTINE_KEY] = self.byzantine
+        if self.delay_s:
+            pairs[DELAY_KEY] = repr(float(self.delay_s))
         return " ".join(f"{key}={_literal(key, value)}" for key, value in pairs.items())
 
     @classmethod
@@ -104,7 +118,29 @@ class NodeIdentity:
                 "in flower-supernode --node-config"
             )
         byzantine = _setting(node_config, environ, BYZANTINE_KEY, BYZANTINE_ENV)
-        return cls(client_id=client_id, key_path=Path(key_path), byzantine=byzantine or None)
+        delay = _delay(_setting(node_config, environ, DELAY_KEY, DELAY_ENV))
+        return cls(
+            client_id=client_id,
+            key_path=Path(key_path),
+            byzantine=byzantine or None,
+            delay_s=delay,
+        )
+
+
+def _delay(text: str) -> float:
+    """Read ``phalanx-delay-s``: seconds from 0 to :data:`MAX_DELAY_S`, 0 when unset."""
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0.0 <= seconds <= MAX_DELAY_S:  # NaN fails both comparisons
+        raise NodeConfigError(
+            f"{DELAY_KEY} (or ${DELAY_ENV}) must be a number of seconds from 0 to "
+            f"{MAX_DELAY_S:g}, got {text!r}"
+        )
+    return seconds
 
 
 def _setting(

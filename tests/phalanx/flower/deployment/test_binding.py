@@ -89,9 +89,13 @@ class HeardReplies:
 
     def __init__(self) -> None:
         self.heard: list[int] = []
+        self.failures: list[int] = []
 
     def arrived(self, reply: Reply, seconds: float) -> None:
         self.heard.append(reply.worker)
+
+    def failed(self, worker: int, seconds: float) -> None:
+        self.failures.append(worker)
 
     def closed(self, seconds: float) -> bool:
         return False
@@ -121,7 +125,7 @@ def test_a_reply_on_the_wrong_node_is_never_heard_by_the_round_s_policy(key: Pri
     bound = NodeBindingTransport(FakeTransport([liar, honest]), members, {0: NODE, 1: OTHER_NODE})
     listener = HeardReplies()
     bound.exchange([], Downlink(kind="full", target=""), listener)
-    assert listener.heard == [1]
+    assert listener.heard == [1] and listener.failures == [0]
 
 
 class FakeSink:

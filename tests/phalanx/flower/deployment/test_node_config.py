@@ -61,3 +61,20 @@ def test_a_supernode_that_does_not_say_who_it_is_is_told_how() -> None:
 def test_a_value_a_toml_literal_cannot_hold_is_refused() -> None:
     with pytest.raises(NodeConfigError, match="single quote"):
         NodeIdentity("c", Path("/o'brien/key")).to_node_config()
+
+
+def test_a_straggler_on_purpose_round_trips_and_is_read_from_either_place() -> None:
+    slow = NodeIdentity("c-1", Path("/keys/c.key"), delay_s=2.5)
+    assert NodeIdentity.resolve(parse_config_args([slow.to_node_config()]), {}) == slow
+    from_env = NodeIdentity.resolve(
+        {"phalanx-client-id": "c-1", "phalanx-key": "/k"}, {"PHALANX_DELAY_S": "4"}
+    )
+    assert from_env.delay_s == 4.0
+
+
+@pytest.mark.parametrize("text", ["-1", "nan", "inf", "3601", "soon", "1e400"])
+def test_a_delay_that_is_not_a_sane_number_of_seconds_is_refused(text: str) -> None:
+    with pytest.raises(NodeConfigError, match=r"phalanx-delay-s .* from 0 to 3600"):
+        NodeIdentity.resolve(
+            {"phalanx-client-id": "c-1", "phalanx-key": "/k", "phalanx-delay-s": text}, {}
+        )
