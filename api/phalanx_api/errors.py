@@ -32,12 +32,15 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
 from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from phalanx.identity import IdentityError
 from phalanx.store import ConflictError, NotFoundError
+from phalanx.validation_messages import error_message
 from phalanx_api.ratelimit import retry_after
 from phalanx_api.schemas import ErrorOut, FieldErrorOut, ValidationErrorOut
 
@@ -156,14 +159,29 @@ def validation_response(errors: Sequence[FieldErrorOut]) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=422)
 
 
-def _field_errors(raw: Sequence[Any]) -> list[FieldErrorOut]:
+def _field_errors(raw: Sequence[Any], body: type[BaseModel] | None = None) -> list[FieldErrorOut]:
+    """Word each error as the command line does (:mod:`phalanx.validation_messages`).
+
+    ``body`` is the model of the request's body: an unknown field in it is
+    compared with the fields its section has ("did you mean `optimizer`?").
+    """
     errors = []
     for error in raw:
         loc = [part if isinstance(part, int) else str(part) for part in error.get("loc", ())]
-        errors.append(
-            FieldErrorOut(loc=loc, msg=str(error.get("msg", "")), type=str(error.get("type", "")))
+        in_body = body is not None and loc[:1] == ["body"]
+        message = (
+            error_message({**error, "loc": loc[1:]}, body) if in_body else error_message(error)
         )
+        errors.append(FieldErrorOut(loc=loc, msg=message, type=str(error.get("type", ""))))
     return errors
+
+
+def _body_model(request: Request) -> type[BaseModel] | None:
+    """Return the model of the body the request's route reads, if it reads one."""
+    route = request.scope.get("route")
+    field = route.body_field if isinstance(route, APIRoute) else None
+    model = field.field_info.annotation if field is not None else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
@@ -175,7 +193,7 @@ async def _api_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return validation_response(_field_errors(exc.errors()))
+    return validation_response(_field_errors(exc.errors(), _body_model(request)))
 
 
 async def _not_found(request: Request, exc: Exception) -> JSONResponse:

@@ -17,12 +17,7 @@ from typing import Annotated
 
 import typer
 
-from phalanx.flower.deployment.node_config import NodeIdentity
-from phalanx.flower.deployment.supernode import (
-    DEFAULT_RUNTIME_PORT,
-    SuperNodeOptions,
-    supernode_command,
-)
+from phalanx.flower.deployment.ports import DEFAULT_RUNTIME_PORT
 from phalanx_cli.deploy import RootCertificates, SuperLinkAddress, exec_flower
 from phalanx_cli.errors import FailedError, RefusedError
 from phalanx_cli.output import Format, FormatOption, console, print_json
@@ -59,7 +54,7 @@ def client_keygen(
 
 @client_app.command("register")
 def client_register(
-    key: Annotated[Path, typer.Option(help="The private key file from `client keygen`.")],
+    key: Annotated[Path, typer.Option(help="The private key file phalanx client keygen wrote.")],
     api: Annotated[
         str | None, typer.Option(help="Control plane URL; default http://API_HOST:API_PORT.")
     ] = None,
@@ -117,6 +112,9 @@ def client_start(
     flwr_home: Annotated[Path | None, typer.Option(help="FLWR_HOME of the SuperNode.")] = None,
 ) -> None:
     """Start this machine's SuperNode with the Phalanx ClientApp; it connects once approved."""
+    from phalanx.flower.deployment.node_config import NodeIdentity
+    from phalanx.flower.deployment.supernode import SuperNodeOptions, supernode_command
+
     if not key.is_file():
         raise typer.BadParameter(
             f"{key} does not exist; run `phalanx client keygen`", param_hint="--key"

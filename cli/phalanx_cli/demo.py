@@ -14,11 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import httpx
 import typer
 
 from phalanx_cli.inputs import check_simulated, checked_data, load_config
-from phalanx_cli.output import Format, FormatOption, console, print_summary, round_progress
+from phalanx_cli.output import Format, FormatOption, print_summary, round_progress, say
 from phalanx_cli.runs import simulate
 
 if TYPE_CHECKING:
@@ -36,17 +35,25 @@ Say = Callable[[str], None]
 def demo(
     output: FormatOption = Format.TABLE,
     serve: Annotated[
-        bool, typer.Option("--serve/--no-serve", help="Serve the dashboard (default).")
+        bool,
+        typer.Option(
+            "--serve/--no-serve",
+            help="Serve the API and dashboard and keep them up after the run; "
+            "--no-serve runs the demo and exits, for scripts.",
+        ),
     ] = True,
     config: Annotated[
-        Path | None, typer.Option(help="Another run config, e.g. examples/quick-digits.toml.")
+        Path | None,
+        typer.Option(
+            help="A run config to use instead of the demo's, e.g. examples/quick-digits.toml."
+        ),
     ] = None,
 ) -> None:
-    """K = 15 workers, STS(15) assignment, 3 ALIE adversaries, Fashion-MNIST CNN.
+    """Run a demo: 15 workers on STS(15), 3 ALIE adversaries, a Fashion-MNIST CNN.
 
     By default the API and dashboard are served, the run is queued through the
     API and coordinated by this process, and the dashboard stays up until
-    Ctrl-C; ``--no-serve`` runs the demo and exits, for scripts.
+    Ctrl-C; with --no-serve the demo runs and exits, for scripts.
     """
     path = config or DEMO_CONFIG
     run_config = load_config(path)
@@ -64,17 +71,17 @@ def demo(
             progress.stop()
             print_summary(summary, output)
             url = f"http://{settings.api_host}:{settings.api_port}/"
-            console.print(f"The dashboard stays up at {url} until Ctrl-C.")
+            say(f"The dashboard stays up at {url} until Ctrl-C.")
             try:
                 while True:
                     time.sleep(3600)
             except KeyboardInterrupt:
-                console.print("stopping")
+                say("stopping")
 
         serve_demo(
             run_config,
             settings,
-            say=console.print,
+            say=say,
             on_round=on_round,
             keep_serving=until_interrupted,
         )
@@ -117,6 +124,8 @@ def queue_through_api(url: str, secret: str, config: RunConfig) -> str:
         When the API refuses the run, with the API's own message (for
         instance data outside ``PHALANX_DATASETS_DIR``).
     """
+    import httpx
+
     response = httpx.post(
         f"{url}/api/v1/runs",
         json=config.model_dump(mode="json"),
@@ -130,6 +139,14 @@ def queue_through_api(url: str, secret: str, config: RunConfig) -> str:
             detail = response.text[:500]
         raise RuntimeError(f"the API refused the run ({response.status_code}): {detail}")
     return str(response.json()["id"])
+
+
+def dashboard_lines(url: str, secret: str) -> list[str]:
+    """Return the lines naming the dashboard and its admin key, the key on a line of its own.
+
+    Alone on its line, the key is copied whole, from a terminal or a log alike.
+    """
+    return [f"Dashboard: {url}/", "Log in with this admin key:", secret]
 
 
 def serve_demo(
@@ -174,7 +191,8 @@ def serve_demo(
     server.start()
     try:
         run_id = queue_through_api(server.url, secret, config)
-        say(f"Dashboard: {server.url}/  (log in with the admin key {secret})")
+        for line in dashboard_lines(server.url, secret):
+            say(line)
         if simulated:
             say("Simulated attacks are enabled on this demo server (PHALANX_API_ALLOW_ATTACKS).")
         say(f"Run {run_id} queued through the API; this process coordinates it.")

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from phalanx.flower.deployment.certificates import DEFAULT_SERVER_NAMES, TlsFiles, ensure_tls_files
-from phalanx.flower.deployment.processes import flower_environment
-from phalanx.flower.deployment.superlink import DEFAULT_PORT, SuperLinkOptions, superlink_command
+from phalanx.flower.deployment.ports import DEFAULT_SUPERLINK_PORT
 
 if TYPE_CHECKING:
     from phalanx.flower.deployment.backend import DeploymentBackend
@@ -54,19 +50,26 @@ def certs(
     ] = None,
 ) -> None:
     """Create the local CA and the SuperLink's certificate, unless they are current already."""
+    from phalanx.flower.deployment.certificates import DEFAULT_SERVER_NAMES, ensure_tls_files
+
     files = ensure_tls_files(directory, name or DEFAULT_SERVER_NAMES)
     typer.echo(f"CA certificate for clients: {files.ca_certificate}")
 
 
 @deploy_app.command("superlink")
 def superlink(
-    tls_dir: Annotated[Path, typer.Option(help="Folder made by `certs`.")],
+    tls_dir: Annotated[Path, typer.Option(help="The folder phalanx deploy certs wrote.")],
     database: Annotated[Path, typer.Option(help="Flower's state database file.")],
     host: Annotated[str, typer.Option(help="Address to bind.")] = "0.0.0.0",
-    port: Annotated[int, typer.Option(help="The one HTTPS port of every API.")] = DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option(help="The one HTTPS port of every API.")
+    ] = DEFAULT_SUPERLINK_PORT,
     flwr_home: Annotated[Path | None, typer.Option(help="FLWR_HOME of the SuperLink.")] = None,
 ) -> None:
     """Run flower-superlink with TLS and SuperNode authentication, dependencies never installed."""
+    from phalanx.flower.deployment.certificates import TlsFiles
+    from phalanx.flower.deployment.superlink import SuperLinkOptions, superlink_command
+
     options = SuperLinkOptions(
         tls=TlsFiles(tls_dir), database=database, host=host, port=port, flwr_home=flwr_home
     )
@@ -103,9 +106,12 @@ def probe_superlink(superlink: SuperLinkAddress, root_certificates: RootCertific
 
 @deploy_app.command("probe-http")
 def probe_http(
-    url: Annotated[str, typer.Argument(help="e.g. http://127.0.0.1:8080/healthz")],
+    url: Annotated[str, typer.Argument(help="The URL to ask, e.g. http://127.0.0.1:8080/healthz.")],
 ) -> None:
-    """Exit 0 when ``url`` answers 200 (plain HTTP health endpoints inside a container)."""
+    """Exit 0 when URL answers 200 (plain HTTP health endpoints inside a container)."""
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             healthy = response.status == 200
@@ -120,7 +126,7 @@ def probe_alive(
     path: Annotated[Path, typer.Argument(help="The coordinator's --alive-file.")],
     max_age: Annotated[float, typer.Option(help="Seconds since the last touch.")] = 120.0,
 ) -> None:
-    """Exit 0 when ``path`` was touched within ``max_age`` seconds."""
+    """Exit 0 when PATH was touched within --max-age seconds."""
     try:
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
@@ -151,4 +157,6 @@ def _backend(superlink: str, root_certificates: Path) -> DeploymentBackend:
 
 def exec_flower(command: list[str], extra_env: dict[str, str]) -> NoReturn:
     """Replace this process with ``command`` in Flower's environment."""
+    from phalanx.flower.deployment.processes import flower_environment
+
     os.execvpe(command[0], command, flower_environment(extra_env))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from pydantic import ValidationError
 from typer.core import TyperGroup
 
 DEBUG_ENV = "PHALANX_DEBUG"
@@ -50,20 +49,6 @@ class FailedError(Exception):
     """A command that failed for a reason its message states in full (exit 1)."""
 
 
-def validation_summary(exc: ValidationError) -> str:
-    """Return pydantic's errors as one line: ``field.path: message; ...``.
-
-    An error of the whole model (a rule across sections) names its sections
-    itself, so it comes without a path.
-    """
-    parts = []
-    for error in exc.errors():
-        message = error["msg"].removeprefix("Value error, ")
-        where = ".".join(map(str, error["loc"]))
-        parts.append(f"{where}: {message}" if where else message)
-    return "; ".join(parts)
-
-
 def cause(exc: BaseException) -> str:
     """Return the cause of ``exc`` as one line.
 
@@ -72,8 +57,12 @@ def cause(exc: BaseException) -> str:
     exceptions are named by their type, then the first line of their message (the
     rest of a database error, for instance, is its SQL).
     """
+    from pydantic import ValidationError
+
+    from phalanx.validation_messages import one_line
+
     if isinstance(exc, ValidationError):
-        return f"invalid config: {validation_summary(exc)}"
+        return f"invalid config: {one_line(exc)}"
     missing = (exc.name or "").partition(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
     if missing in SERVER_MODULES:
         return (
@@ -89,6 +78,8 @@ def cause(exc: BaseException) -> str:
 
 def exit_status(exc: BaseException) -> int:
     """Return 2 for input refused up front (:class:`RefusedError`, an invalid config), else 1."""
+    from pydantic import ValidationError
+
     return USAGE_EXIT if isinstance(exc, RefusedError | ValidationError) else FAILURE_EXIT
 
 

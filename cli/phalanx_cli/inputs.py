@@ -12,10 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
 from rich.markup import escape
 
-from phalanx_cli.errors import RefusedError, validation_summary
+from phalanx_cli.errors import RefusedError
 from phalanx_cli.output import console
 
 if TYPE_CHECKING:
@@ -40,12 +39,15 @@ def migrated_sessions(url: str) -> Iterator[sessionmaker[Session]]:
 
 def load_config(path: Path) -> RunConfig:
     """Read a local run config; relative dataset paths are taken from the working directory."""
-    from phalanx.config import load_run_config
+    from pydantic import ValidationError
+
+    from phalanx.config import RunConfig, load_run_config
+    from phalanx.validation_messages import one_line
 
     try:
         config = load_run_config(path)
     except ValidationError as exc:
-        raise RefusedError(f"{path}: {validation_summary(exc)}") from exc
+        raise RefusedError(f"{path}: {one_line(exc, RunConfig)}") from exc
     except (OSError, ValueError) as exc:
         raise RefusedError(f"{path}: {exc}") from exc
     prefix, _, given = config.data.dataset.partition(":")

@@ -14,7 +14,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from phalanx_cli.inputs import migrated_sessions
 from phalanx_cli.output import Format, FormatOption, console, print_json
@@ -100,6 +99,8 @@ def keys_list(
     if output == Format.JSON:
         print_json(rows)
         return
+    from rich.table import Table
+
     table = Table(title="Operator keys")
     for column in ("id", "name", "role", "prefix", "last used", "revoked"):
         table.add_column(column)

@@ -11,16 +11,22 @@
     phalanx client keygen|register|start     this machine as a client
     phalanx deploy certs|superlink|admit|probe-*   Flower's SuperLink, health probes
 
-Heavy imports (torch, Flower, FastAPI, the database) happen inside the commands,
-so ``phalanx --help`` stays fast. Any error ends in one line on stderr
-(:mod:`phalanx_cli.errors`).
+Heavy imports (torch, Flower, Ray, FastAPI, the database, pydantic, httpx,
+cryptography) happen inside the commands, so ``phalanx --help`` and every
+command's ``--help`` answer at once; the default ports shown in help come from
+:mod:`phalanx.flower.deployment.ports`, which imports nothing. Any error ends in
+one line on stderr (:mod:`phalanx_cli.errors`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperArgument
+from typer.models import ArgumentInfo
+from typer.utils import get_params_from_function
 
 from phalanx_cli.client import client_app
 from phalanx_cli.demo import demo
@@ -31,8 +37,39 @@ from phalanx_cli.output import console
 from phalanx_cli.runs import coordinator, run
 from phalanx_cli.serve import serve
 
+
+class PhalanxGroup(ReportingGroup):
+    """The ``phalanx`` group: errors in one line, and every argument's help shown."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        restore_argument_help(self)
+
+
+def restore_argument_help(command: click.Command) -> None:
+    """Give the arguments of ``command`` and its subcommands their help texts back.
+
+    Click 8.5's ``Argument`` takes a ``help`` of its own and resets it after
+    Typer's ``TyperArgument`` set it, so ``--help`` listed arguments without a
+    word. Each text is taken again from the command's function; an argument
+    that has its help already keeps it.
+    """
+    if isinstance(command, click.Group):
+        for subcommand in command.commands.values():
+            restore_argument_help(subcommand)
+    unhelped = [p for p in command.params if isinstance(p, TyperArgument) and p.help is None]
+    function = getattr(command.callback, "__wrapped__", None)
+    if not unhelped or function is None:
+        return
+    declared = get_params_from_function(function)
+    for argument in unhelped:
+        meta = declared.get(argument.name or "")
+        if meta is not None and isinstance(meta.default, ArgumentInfo):
+            argument.help = meta.default.help
+
+
 app = typer.Typer(
-    cls=ReportingGroup,
+    cls=PhalanxGroup,
     help="Phalanx: Byzantine-robust federated learning on Flower.",
     no_args_is_help=True,
 )
@@ -61,7 +98,11 @@ def _global_options(
 
 
 @db_app.command("upgrade")
-def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
+def db_upgrade(
+    revision: Annotated[
+        str, typer.Argument(help="An Alembic revision id; head is the latest.")
+    ] = "head",
+) -> None:
     """Migrate the database (PHALANX_DATABASE_URL) to a revision."""
     from phalanx.settings import get_settings
     from phalanx.store import migrate

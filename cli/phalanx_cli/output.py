@@ -16,16 +16,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from phalanx.config import RunConfig
     from phalanx.reports import RoundReport
     from phalanx.runs.summary import RunSummary
 
-console = Console(stderr=True)
-"""Messages for the person at the terminal (standard error)."""
+console = Console(stderr=True, soft_wrap=True)
+"""Messages for the person at the terminal (standard error), never wrapped: a line that
+does not fit a terminal folds there, and a log file or a pipe gets each message whole."""
 
 
 class Format(StrEnum):
@@ -35,12 +36,14 @@ class Format(StrEnum):
     JSON = "json"
 
 
-FormatOption = Annotated[Format, typer.Option("--format", help="table or json")]
+FormatOption = Annotated[
+    Format, typer.Option("--format", help="How results are printed: a table, or JSON to pipe.")
+]
 
 
 def say(line: str) -> None:
     """Print one plain line for the person at the terminal (no markup is interpreted)."""
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(line, markup=False, highlight=False)
 
 
 def print_json(data: Any) -> None:
@@ -48,17 +51,52 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def time_left(first: RoundReport, last: RoundReport, rounds: int, *, seen: int) -> float | None:
+    """Seconds until the run's last round, at the mean round time so far; None when done.
+
+    Parameters
+    ----------
+    first, last : RoundReport
+        The first and the latest round this process saw finish.
+    rounds : int
+        The run's number of rounds.
+    seen : int
+        How many rounds this process saw finish (a resumed run starts past round 1).
+    """
+    left = rounds - last.round
+    if left <= 0 or seen <= 0:
+        return None
+    mean_s = (last.finished_at - first.started_at).total_seconds() / seen
+    return max(mean_s, 0.0) * left
+
+
+def clock(seconds: float) -> str:
+    """``H:MM:SS``, as the progress bar shows elapsed time."""
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
 @contextmanager
 def round_progress(
     config: RunConfig, output: Format, out: Console = console
 ) -> Iterator[tuple[Progress, Callable[[RoundReport], None]]]:
-    """Show a progress bar (round, accuracy, flagged workers) while rounds finish.
+    """Show a progress bar (round, accuracy, flagged workers, ETA) while rounds finish.
 
-    On a console that is not a terminal (a log file, a pipe, CI) a bar is
-    only drawn at the end, so each round is also printed as a line of its own,
-    except with ``--format json``, whose console output is kept to the summary.
+    The ETA is the rounds left times the mean round time so far. On a console
+    that is not a terminal (a log file, a pipe, CI) a bar is only drawn at the
+    end, so each round is also printed as a line of its own, except with
+    ``--format json``, whose console output is kept to the summary.
     """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     live = out.is_terminal
+    seen: list[RoundReport] = []
     with Progress(
         TextColumn("round"),
         MofNCompleteColumn(),
@@ -71,17 +109,25 @@ def round_progress(
         task = progress.add_task("rounds", total=config.rounds, status="")
 
         def on_round(report: RoundReport) -> None:
+            seen.append(report)
             flagged = ",".join(map(str, report.flagged)) or "none"
             status = f"accuracy {report.accuracy:.3f}  flagged {flagged}"
+            left = time_left(seen[0], report, config.rounds, seen=len(seen))
+            if left is not None:
+                status += f"  ETA {clock(left)}"
             progress.update(task, completed=report.round, status=status)
             if not live and output != Format.JSON:
-                out.print(f"round {report.round}/{config.rounds}  {status}", highlight=False)
+                out.print(
+                    f"round {report.round}/{config.rounds}  {status}", highlight=False, markup=False
+                )
 
         yield progress, on_round
 
 
 def print_summary(summary: RunSummary, output: Format) -> None:
     """Print a finished run's summary: a table, or its stored JSON."""
+    from rich.table import Table
+
     if output == Format.JSON:
         print_json(summary.to_dict())
         return

@@ -79,12 +79,25 @@ def simulate(
 
 
 def run(
-    config: Annotated[Path | None, typer.Argument(help="Run config, TOML or JSON.")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Argument(
+            help="The run config, a TOML or JSON file such as examples/quick-digits.toml; "
+            "not with --resume."
+        ),
+    ] = None,
     resume: Annotated[
-        str | None, typer.Option(help="Continue this run from its last round.")
+        str | None,
+        typer.Option(metavar="RUN_ID", help="Continue this run from its last recorded round."),
     ] = None,
     output: FormatOption = Format.TABLE,
-    ray_address: Annotated[str | None, typer.Option(help="Run on an existing Ray cluster.")] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            metavar="HOST:PORT",
+            help="Run on this existing Ray cluster; default: a Ray of the run's own.",
+        ),
+    ] = None,
 ) -> None:
     """Run a federation through Flower's simulation engine and record it."""
     if resume is not None:
@@ -110,7 +123,7 @@ def coordinator(
     poll: Annotated[float, typer.Option(help="Seconds between looks for queued runs.")] = 2.0,
     once: Annotated[bool, typer.Option(help="Exit when no run is queued.")] = False,
     superlink: Annotated[
-        str | None, typer.Option(envvar="PHALANX_SUPERLINK", help="SuperLink HOST:PORT.")
+        str | None, typer.Option(envvar="PHALANX_SUPERLINK", help="The SuperLink's HOST:PORT.")
     ] = None,
     root_certificates: Annotated[
         Path | None,
@@ -122,10 +135,10 @@ def coordinator(
 ) -> None:
     """Claim queued runs (and runs whose coordinator died) and execute them, one at a time.
 
-    Runs whose ``deployment.backend`` is ``simulation`` are simulated here. With
-    ``--superlink``, approved clients' keys are admitted to that SuperLink and
-    runs whose ``deployment.backend`` is ``deployment`` execute on it (or on the
-    SuperLink their config names, trusted through the same CA).
+    Runs whose deployment.backend is "simulation" are simulated here. With
+    --superlink, approved clients' keys are admitted to that SuperLink and runs
+    whose deployment.backend is "deployment" execute on it (or on the SuperLink
+    their config names, trusted through the same CA).
     """
     from phalanx.flower.deployment.backend import DeploymentBackend
     from phalanx.flower.deployment.control import FlowerControl, SuperLinkConnection

@@ -10,9 +10,15 @@ from phalanx_cli.output import console
 
 
 def serve(
-    host: Annotated[str | None, typer.Option(help="Default: PHALANX_API_HOST.")] = None,
-    port: Annotated[int | None, typer.Option(help="Default: PHALANX_API_PORT.")] = None,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind; default PHALANX_API_HOST.")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port to bind; default PHALANX_API_PORT.")
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option(help="uvicorn's log level: critical, error, warning, info or debug.")
+    ] = "info",
     workers: Annotated[
         int, typer.Option(min=1, help="Server processes (each reads the PHALANX_* settings).")
     ] = 1,

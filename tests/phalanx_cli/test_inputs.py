@@ -7,6 +7,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +21,8 @@ from phalanx.data import DATASETS_DIR_ENV
 from phalanx.settings import get_settings
 from phalanx_cli.main import app
 from tests.support.configs import small_config
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -104,3 +109,24 @@ def test_run_refuses_a_deployment_config_before_recording_anything(workdir: Path
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"error: {path}: deployment.backend is 'deployment': queue it through")
     assert not (workdir / "phalanx.db").exists()
+
+
+def test_a_misspelt_field_is_one_line_naming_the_field_it_likely_meant(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "quick-digits.toml").read_text()
+    config = tmp_path / "run.toml"
+    config.write_text(text.replace("optimizer =", "optimiser ="))
+    result = subprocess.run(
+        [sys.executable, "-m", "phalanx_cli", "run", str(config)],
+        env={**os.environ, "PHALANX_DATA_DIR": str(tmp_path / "data")},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: {config}: training.optimiser: unknown field; did you mean `optimizer`?"
+    ]
+    assert result.stdout == ""
+    assert not (tmp_path / "data").exists()

@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,13 +44,29 @@ def _config(tmp_path: Path, rounds: int) -> Path:
     return path
 
 
+@pytest.fixture
+def ray_tmpdir() -> Iterator[Path]:
+    """Where Ray makes its folders: short, for a Unix socket's path holds about 100 characters."""
+    with tempfile.TemporaryDirectory(prefix="ray-") as path:
+        yield Path(path)
+
+
 def _sessions(tmp_path: Path):  # type: ignore[no-untyped-def]
     return session_factory(make_engine(f"sqlite:///{tmp_path / 'data' / 'phalanx.db'}"))
 
 
-def test_run_prints_a_json_summary_that_matches_the_database(tmp_path: Path) -> None:
-    result = _phalanx("run", str(_config(tmp_path, 3)), "--format", "json", env=_env(tmp_path))
+def test_run_prints_a_json_summary_that_matches_the_database(
+    tmp_path: Path, ray_tmpdir: Path
+) -> None:
+    env = {**_env(tmp_path), "RAY_TMPDIR": str(ray_tmpdir)}
+    result = _phalanx("run", str(_config(tmp_path, 3)), "--format", "json", env=env)
     assert result.returncode == 0, result.stderr
+    # Output to a pipe: no colour codes, no notice of Flower's or Ray's to their developers,
+    # and the run's Ray session folder is gone with it.
+    assert "\x1b[" not in result.stderr
+    for notice in ("DEPRECATED", "FutureWarning", "warnings.warn"):
+        assert notice not in result.stderr, result.stderr
+    assert list(ray_tmpdir.iterdir()) == []
     summary = json.loads(result.stdout)
     assert set(summary) >= {
         "run_id",

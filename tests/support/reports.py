@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from phalanx.reports import RoundReport
 
@@ -13,13 +13,15 @@ def round_report(
     accuracy: float = 0.0,
     flagged: tuple[int, ...] = (),
     dropped: tuple[int, ...] = (),
+    started_at: datetime | None = None,
+    duration_s: float = 0.0,
 ) -> RoundReport:
     """A finished round with the given fields and zeros or empties elsewhere."""
-    now = datetime.now(UTC)
+    start = started_at or datetime.now(UTC)
     return RoundReport(
         round=round,
-        started_at=now,
-        finished_at=now,
+        started_at=start,
+        finished_at=start + timedelta(seconds=duration_s),
         loss=0.0,
         accuracy=accuracy,
         flagged=flagged,

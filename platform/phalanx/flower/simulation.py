@@ -2,6 +2,12 @@
 
 The workers' ClientApp is loaded by its Flower component reference, the way
 ``flwr run`` loads it, so this module never imports the clients' package.
+
+A run prints nothing of Flower's or Ray's but what it has to say: no notice that
+``run_simulation`` is deprecated, no Ray tip about accelerators, no colour codes
+when standard error is not a terminal (:func:`quiet_flower`), no other library's
+DeprecationWarning (:func:`hide_deprecation_warnings`), and the local Ray's
+session folder is removed when the run ends (:func:`ray_temp_dir`).
 """
 
 from __future__ import annotations
@@ -9,10 +15,18 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from flwr.clientapp import ClientApp
+from flwr.common.logger import FLOWER_LOGGER, ConsoleHandler
 from flwr.simulation import run_simulation
 
 from phalanx.config import RunConfig
@@ -20,7 +34,14 @@ from phalanx.flower.server_app import build_server_app
 from phalanx.roster import RosterSource
 from phalanx.runs.executor import Drive
 
-__all__ = ["CLIENT_APP", "SimulationEngine", "load_client_app"]
+__all__ = [
+    "CLIENT_APP",
+    "SimulationEngine",
+    "hide_deprecation_warnings",
+    "load_client_app",
+    "quiet_flower",
+    "ray_temp_dir",
+]
 
 CLIENT_APP = "phalanx_clients.app:app"
 """The ClientApp of simulated workers (simulated identities, the config's red team)."""
@@ -33,6 +54,95 @@ def load_client_app(reference: str = CLIENT_APP) -> ClientApp:
     if not isinstance(app, ClientApp):
         raise TypeError(f"{reference} is not a flwr ClientApp")
     return app
+
+
+def hide_deprecation_warnings() -> None:
+    """Hide libraries' DeprecationWarnings again, as Python does unless asked to show them.
+
+    Importing Flower's simulation engine (``flwr.simulation.ray_transport.utils``)
+    adds ``warnings.filterwarnings("once", category=DeprecationWarning)`` for the
+    whole process, so every library's notice to its developers (websockets' under
+    uvicorn, in ``phalanx demo``) reached the person running Phalanx. Python's
+    default filters for them go back in front of it, unless warnings were asked for
+    with ``-W`` or ``PYTHONWARNINGS``.
+    """
+    if not sys.warnoptions:
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+
+
+hide_deprecation_warnings()  # run_simulation, imported above, brought Flower's filter in
+
+RUN_SIMULATION_DEPRECATED = "DEPRECATED FEATURE: The `run_simulation` function is deprecated"
+"""How Flower 1.42's notice that ``run_simulation`` is deprecated begins."""
+
+RAY_ACCELERATOR_TIP = "Tip: In future versions of Ray, Ray will no longer override accelerator"
+"""How Ray's FutureWarning about ``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO`` begins."""
+
+
+class _WithoutRunSimulationNotice(logging.Filter):
+    """Drops Flower's notice that ``run_simulation`` is deprecated, and only that record.
+
+    Flower 1.42 points to ``flwr run`` instead, which starts a ServerApp from an app
+    directory in a process of its own. This engine's ServerApp is built in this
+    process around the run's executor (``drive``), which only the in-process
+    ``run_simulation`` can run; it has no replacement in 1.42.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(RUN_SIMULATION_DEPRECATED)
+
+
+@contextmanager
+def quiet_flower() -> Iterator[None]:
+    """Run a simulation without Flower's and Ray's notices to their own developers.
+
+    Inside the block, Flower's deprecation notice of ``run_simulation`` is dropped,
+    Ray's FutureWarning on ``ray.init`` that it will stop overriding
+    ``CUDA_VISIBLE_DEVICES`` for tasks without GPUs is ignored (setting
+    ``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0`` would silence it too, but would let
+    workers see GPUs they were not given), and Flower's log lines are coloured only
+    when they go to a terminal. Every other record and warning passes as before.
+    """
+    notice = _WithoutRunSimulationNotice()
+    handlers = [h for h in FLOWER_LOGGER.handlers if isinstance(h, ConsoleHandler)]
+    colored = [h.colored for h in handlers]
+    for handler in handlers:
+        terminal = hasattr(handler.stream, "isatty") and handler.stream.isatty()
+        handler.colored = handler.colored and terminal
+    FLOWER_LOGGER.addFilter(notice)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore",
+                message=RAY_ACCELERATOR_TIP,
+                category=FutureWarning,
+                module=r"ray\._private\.worker",
+            )
+            yield
+    finally:
+        FLOWER_LOGGER.removeFilter(notice)
+        for handler, was in zip(handlers, colored, strict=True):
+            handler.colored = was
+
+
+@contextmanager
+def ray_temp_dir() -> Iterator[Path]:
+    """Make a folder for one local Ray's session files; remove it, and all in it, afterwards.
+
+    Ray keeps each session's logs and sockets in ``<temp>/ray/session_*`` and never
+    removes them. The folder is made where Ray would make its own (``RAY_TMPDIR``,
+    else the system's temporary directory; ``/tmp`` on macOS, whose long temporary
+    paths would overflow the length of a Unix socket's path).
+    """
+    parent = os.environ.get("RAY_TMPDIR") or (
+        "/tmp" if sys.platform == "darwin" else tempfile.gettempdir()
+    )
+    path = Path(tempfile.mkdtemp(prefix="phalanx-ray-", dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -58,18 +168,28 @@ class SimulationEngine:
         init_args: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
         if self.ray_address is not None:
             init_args["address"] = self.ray_address
-        else:
-            # "local": a Ray of our own, never a cluster that /tmp/ray/ray_current_cluster
-            # names (a head stopped without `ray stop` leaves that file behind).
-            init_args["address"] = "local"
-            init_args["num_cpus"] = os.cpu_count() or 1
+            self._simulate(config, roster, drive, init_args)
+            return
+        # "local": a Ray of our own, never a cluster that /tmp/ray/ray_current_cluster
+        # names (a head stopped without `ray stop` leaves that file behind); its
+        # session folder goes with the run.
+        init_args["address"] = "local"
+        init_args["num_cpus"] = os.cpu_count() or 1
+        with ray_temp_dir() as temp_dir:
+            init_args["_temp_dir"] = str(temp_dir)
+            self._simulate(config, roster, drive, init_args)
+
+    def _simulate(
+        self, config: RunConfig, roster: RosterSource, drive: Drive, init_args: dict[str, Any]
+    ) -> None:
         backend_config: dict[str, Any] = {
             "client_resources": {"num_cpus": self.cpus_per_worker, "num_gpus": 0.0},
             "init_args": init_args,
         }
-        run_simulation(
-            server_app=build_server_app(config, roster, drive),
-            client_app=load_client_app(self.client_app),
-            num_supernodes=config.assignment.num_workers,
-            backend_config=backend_config,
-        )
+        with quiet_flower():
+            run_simulation(
+                server_app=build_server_app(config, roster, drive),
+                client_app=load_client_app(self.client_app),
+                num_supernodes=config.assignment.num_workers,
+                backend_config=backend_config,
+            )

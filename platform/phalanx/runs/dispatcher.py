@@ -35,6 +35,7 @@ from phalanx.attacks import check_attack
 from phalanx.config import RunConfig
 from phalanx.store import RunStatus, runs
 from phalanx.store.retry import RetryPolicy, retry_transient
+from phalanx.validation_messages import one_line
 
 __all__ = ["Backend", "Dispatcher", "RunRefusedError"]
 
@@ -163,7 +164,8 @@ class Dispatcher:
             config = RunConfig.model_validate(stored)
             check_attack(config.attack)
         except ValidationError as exc:
-            raise RunRefusedError(f"invalid config: {exc}", "invalid config") from exc
+            error = f"invalid config: {one_line(exc, RunConfig)}"
+            raise RunRefusedError(error, "invalid config") from exc
         except AttackPluginError as exc:
             error = f"invalid config: attack.{exc.field}: {exc}"
             raise RunRefusedError(error, "invalid config") from exc

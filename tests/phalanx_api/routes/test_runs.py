@@ -75,6 +75,28 @@ def test_an_invalid_config_is_422_naming_the_field(
     assert field in response.json()["detail"]
 
 
+def test_a_misspelt_field_is_422_naming_the_field_it_likely_meant(
+    client: TestClient, api_keys: Keys
+) -> None:
+    body = {"training": {"optimiser": "adam"}}
+    response = client.post(RUNS, json=body, headers=api_keys.headers("operator"))
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "body.training.optimiser: unknown field; did you mean `optimizer`?"
+    )
+
+
+def test_a_rule_across_sections_is_422_in_the_clis_words(
+    client: TestClient, api_keys: Keys
+) -> None:
+    body = {"assignment": {"scheme": "mols", "num_workers": 7, "r": 3}}
+    response = client.post(RUNS, json=body, headers=api_keys.headers("operator"))
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert detail.startswith("body: assignment: mols needs K = r * l"), detail
+    assert "Value error" not in detail
+
+
 def test_a_non_finite_number_is_422(client: TestClient, api_keys: Keys) -> None:
     response = client.post(
         RUNS,

@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from phalanx.flower.deployment.certificates import TlsFiles
+from phalanx.flower.deployment.ports import DEFAULT_SUPERLINK_PORT
 from phalanx.flower.deployment.processes import (
     ManagedProcess,
     flower_environment,
@@ -36,7 +37,6 @@ from phalanx.flower.deployment.processes import (
 )
 
 __all__ = [
-    "DEFAULT_PORT",
     "RunningSuperLink",
     "SuperLinkOptions",
     "health_url",
@@ -45,8 +45,6 @@ __all__ = [
     "start_superlink",
     "superlink_command",
 ]
-
-DEFAULT_PORT = 8000
 
 _WILDCARD_TO_LOOPBACK = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
@@ -75,7 +73,7 @@ class SuperLinkOptions:
     tls: TlsFiles
     database: Path
     host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
+    port: int = DEFAULT_SUPERLINK_PORT
     supernode_auth: bool = True
     flwr_home: Path | None = None
 

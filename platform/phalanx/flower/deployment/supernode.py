@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from phalanx.flower.deployment.node_config import NodeIdentity
+from phalanx.flower.deployment.ports import DEFAULT_RUNTIME_PORT
 from phalanx.flower.deployment.processes import (
     ManagedProcess,
     flower_environment,
@@ -27,13 +28,10 @@ from phalanx.flower.deployment.processes import (
 )
 
 __all__ = [
-    "DEFAULT_RUNTIME_PORT",
     "SuperNodeOptions",
     "start_supernode",
     "supernode_command",
 ]
-
-DEFAULT_RUNTIME_PORT = 9094
 
 
 @dataclass(frozen=True)
