@@ -84,7 +84,7 @@ def markdown(rows: Sequence[Row], notes: Sequence[str], *, stem: str = "straggle
             "",
             "| profile | attack | scheme | policy | target (%) | time to target (s) | x `all` "
             "| final accuracy (%) | vs `all` (points) | simulated time (s) | late | missing "
-            "| precision | recall | stragglers flagged |",
+            "| precision | recall | honest stragglers flagged |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in mine:
@@ -110,7 +110,8 @@ def _row_line(r: Row, comparison: Comparison | None, footnotes: list[str]) -> st
     points = points_text(comparison.accuracy_points) if comparison else "—"
     attack = "none" if r.q == 0 else f"{r.attack}, q = {r.q}"
     target = "—" if r.error or r.target_accuracy is None else pct(r.target_accuracy)
-    flagged = "—" if not r.stragglers else f"{len(r.stragglers_flagged)} of {len(r.stragglers)}"
+    honest = set(r.stragglers) - set(r.adversaries)
+    flagged = "—" if not honest else f"{len(r.stragglers_flagged)} of {len(honest)}"
     return (
         f"| {_profile(r.profile, short=True)} | {attack} | {r.scheme} (r = {r.r}) "
         f"| {policy_text(r)}{mark} | {target} | {_num(r.time_to_target_s, 1)} | {ratio} "
@@ -306,9 +307,10 @@ def _definitions_paragraph(rows: Sequence[Row]) -> str:
         "*missing*: replies that arrived after their round closed, and replies of workers "
         "away, summed over the rounds; *precision*, *recall*: of the workers flagged in any "
         f"round against the adversaries ({ATTACK}, q = {Q}, chosen at random, every one "
-        "distorting every file it computes; 1.00 by convention for an empty set); *stragglers "
-        "flagged*: persistent stragglers (`phalanx.systems.draw_profiles`, only profile (b) "
-        "has them) among the flagged workers."
+        "distorting every file it computes; 1.00 by convention for an empty set); *honest "
+        "stragglers flagged*: persistent stragglers (`phalanx.systems.draw_profiles`, only "
+        "profile (b) has them) that are not adversaries, among the flagged workers (an "
+        "adversary that is also slow is rightly flagged)."
     )
 
 

@@ -27,6 +27,7 @@ from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run, precision_recall
 from phalanx.systems import draw_profiles
+from phalanx.validation_messages import one_line
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ def derive(
         adversaries=chosen,
         stragglers=slow,
         flagged=flagged,
-        stragglers_flagged=sorted(set(flagged) & set(slow)),
+        # An adversary that is also slow is rightly flagged: only honest stragglers count.
+        stragglers_flagged=sorted(set(flagged) & set(slow) - set(chosen)),
         accuracy_by_round=[r.accuracy for r in reports],
         clock_by_round=clock,
         late_by_round=late,
@@ -160,7 +162,7 @@ REFUSED = "config refused: "
 
 def refusal(exc: ValidationError) -> str:
     """One line for a config the platform refused: its validation messages."""
-    return REFUSED + "; ".join(str(e["msg"]) for e in exc.errors())
+    return REFUSED + one_line(exc, RunConfig)
 
 
 def run_case(case: Case) -> Row:

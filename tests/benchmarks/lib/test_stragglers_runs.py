@@ -17,6 +17,7 @@ from phalanx.config import RunConfig
 from tests.support.reports import round_report
 from tests.support.stragglers_rows import (
     CNN,
+    MLP,
     POLICY,
     STRAGGLERS,
     row,
@@ -40,10 +41,21 @@ def test_a_row_sums_late_and_missing_replies_and_names_a_flagged_straggler() -> 
     r = derive(case, config, reports, 3.0)
     assert (r.late_replies, r.missing_replies, r.simulated_time_s) == (5, 1, 5.0)
     assert r.late_by_round == [3, 2] and r.clock_by_round == [2.5, 5.0]
-    assert r.stragglers_flagged == [slow] and len(r.stragglers) == 3
-    assert r.collect == {"k": 12} and r.final_accuracy == pytest.approx(0.7)
     caught = slow in r.adversaries
+    # A flagged straggler counts against the goal only when it is honest.
+    assert r.stragglers_flagged == ([] if caught else [slow]) and len(r.stragglers) == 3
+    assert r.collect == {"k": 12} and r.final_accuracy == pytest.approx(0.7)
     assert (r.precision, r.recall) == ((1.0, 1 / 3) if caught else (0.0, 0.0))
+
+
+def test_an_adversary_that_is_also_slow_is_rightly_flagged_and_not_counted() -> None:
+    case = Case(MLP, MLP.main, STRAGGLERS, POLICY["quorum"], ATTACK, 2)
+    config = case.config()
+    slow = set(stragglers_of(config))
+    r = derive(case, config, [round_report(1, flagged=tuple(sorted(slow)))], 1.0)
+    liars_too = slow & set(r.adversaries)
+    assert liars_too  # the MLP's (b) cell has one: worker 17
+    assert r.stragglers_flagged == sorted(slow - liars_too)
 
 
 def test_a_refused_config_becomes_a_row_with_one_line_and_no_figures() -> None:
