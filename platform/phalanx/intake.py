@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,7 +141,15 @@ class Intake:
 
         ``files_at`` (simulation) says when each of its files arrived, when they came
         one by one; a file it leaves out was never sent (a compute budget cut it).
+
+        Raises
+        ------
+        ValueError
+            When ``seconds`` is not a finite time ``>= 0``: the transport's clock, never
+            the worker's, so the host's bug, refused before the reply counts for anything.
         """
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"a reply's arrival time must be finite and >= 0, got {seconds!r}")
         if reply.need_sync:  # not an answer yet: the worker asks for the full model
             return
         self.arrived_at.setdefault(reply.worker, seconds)

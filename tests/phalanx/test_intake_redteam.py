@@ -9,6 +9,7 @@ an event and looked quick and complete on the record.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import pytest
@@ -208,3 +209,18 @@ def test_a_flood_of_replies_keeps_one_replica_per_worker_and_records_each_refusa
     assert len(round_intake.checks.replicas) == 2
     assert len(decoded) == 2  # each distinct payload decoded once a round
     assert not round_intake.closed(5.0)
+
+
+@pytest.mark.parametrize("seconds", [math.nan, -1.0, math.inf, -math.inf])
+@pytest.mark.parametrize("sync", [False, True], ids=["answer", "need-sync"])
+def test_a_transport_handing_a_time_that_is_no_time_fails_loudly_before_anything_counts(
+    seconds: float, sync: bool
+) -> None:
+    # The time is the transport's own clock, never the worker's: a bad one is the host's
+    # bug, refused before the reply is checked or noted as arrived.
+    round_intake = intake(FIRST)
+    handed = dataclasses.replace(reply(4), need_sync=sync)
+    with pytest.raises(ValueError, match="arrival time"):
+        round_intake.arrived(handed, seconds)
+    assert round_intake.arrived_at == {} and round_intake.checks.replicas == []
+    assert round_intake.pieces == [] and round_intake.checks.events == []
