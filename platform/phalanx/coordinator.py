@@ -561,15 +561,18 @@ class Coordinator:
 
         With an ``intake`` the transport hands it each reply as it arrives and stops
         waiting once it closes the round; the resync of lost workers goes on the same
-        clock, and does not happen once the round is closed.
+        clock. It goes out even when the round is closed already (what they answer then
+        comes after the close): a worker that lost the model would otherwise ask for it
+        every round, never be sent it under a policy that closes before its slowest
+        worker, and be missing for good.
         """
         started = time.monotonic()
         first = self._send(list(tasks.values()), self.channel.downlink(), intake, 0.0)
         replies = [r for r in first.replies if not r.need_sync]
         bytes_down, malformed = first.bytes_down, list(first.malformed)
         lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
-        elapsed = time.monotonic() - started
-        if lost and not (intake is not None and intake.closed(elapsed)):
+        if lost:
+            elapsed = time.monotonic() - started
             second = self._send(lost, self.channel.sync(), intake, elapsed)
             for reply in second.replies:
                 if reply.need_sync:

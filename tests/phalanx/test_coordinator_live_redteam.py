@@ -8,14 +8,24 @@ worker here is a well-signed reply rewritten on its way back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
+from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
-from phalanx.replies import Reply
+from phalanx.exchange import Exchange, Listener
+from phalanx.replies import Reply, Task
 from phalanx.reports import RoundReport
+from phalanx.runs import execute_run
 from phalanx_clients.inprocess import Tamper
 from tests.phalanx.test_coordinator_live import deployed, run_timed
+from tests.support.configs import small_config
+from tests.support.coordinator_runs import RUN_ID, FakeSink, transport
 from tests.support.signed_replies import resigned
+from tests.support.timed_transport import TimedTransport
+
+CODEC = {"enabled": True, "rd_lambda": 0.1}
 
 
 def keeping(worker: int, count: int) -> Tamper:
@@ -44,6 +54,42 @@ def test_a_quick_reply_that_leaves_out_files_is_refused_and_not_recorded_as_quic
         assert report.rejected == (0,)
         assert [(e.worker, e.kind) for e in report.events] == [(0, EventKind.MALFORMED_REPLY)]
         assert 0 not in replied(report) and report.flagged == ()
+
+
+class ForgettingTransport(TimedTransport):
+    """Wipes one worker's copy of the model before round 2 (a restarted SuperNode)."""
+
+    forgetful: int = 5
+
+    def exchange(
+        self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
+    ) -> Exchange:
+        if tasks[0].round == 2 and downlink.kind == "delta":
+            self.inner.workers[self.forgetful].replica.model = None
+        return super().exchange(tasks, downlink, listener)
+
+
+def test_a_worker_that_lost_the_model_gets_it_even_after_a_quick_close_and_is_back() -> None:
+    # Worker 5's files have two other holders that agree before it is sent the model
+    # again, so the quorum closes without it. Before the fix the full model went out only
+    # while the round was open: worker 5 asked for it every round, was never sent it, and
+    # was missing for good (then called slow).
+    config = small_config(
+        rounds=3,
+        attack={"name": None, "q": 0},
+        deployment={"backend": "deployment"},
+        codec=CODEC,
+        collect={"policy": "quorum", "m": 2},
+    )
+    timed = ForgettingTransport(transport(config), {6: 2.0})
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=timed)
+
+    first, second, third = sink.reports
+    assert 5 in replied(first)
+    assert 5 not in replied(second)  # its answer to the sync comes after the close
+    assert 5 in replied(third)  # in step again
+    assert all(r.rejected == () and r.flagged == () for r in sink.reports)
 
 
 def lying(worker: int) -> Tamper:
