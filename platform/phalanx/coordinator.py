@@ -349,10 +349,12 @@ class Coordinator:
                 **collection_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
-            # Simulated rounds only: a deployment's real arrival times are not measured yet.
-            responses=()
-            if collection is None
-            else round_responses(collection, tasks, clients=self._client_ids),
+            # Simulated rounds only (a deployment's are not recorded yet): a deployed round
+            # stops pulling replies once it closes, so a worker answering just after the
+            # close would be recorded as missing, then as slow, for a reply that did come.
+            responses=round_responses(collection, tasks, clients=self._client_ids)
+            if collection is not None and simulated
+            else (),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
