@@ -133,6 +133,7 @@ class Intake:
     arrived_at: dict[int, float] = field(default_factory=dict)
     after_close: list[Piece] = field(default_factory=list)
     cut: set[int] = field(default_factory=set)
+    waited_s: float = 0.0
 
     def arrived(
         self, reply: Reply, seconds: float, files_at: Mapping[int, float] | None = None
@@ -159,7 +160,12 @@ class Intake:
                 self.pieces.append(Piece(replica.worker, replica.file, at, replica.digest))
 
     def closed(self, seconds: float) -> bool:
-        """Whether the round, ``seconds`` after it began, waits no longer."""
+        """Whether the round, ``seconds`` after it began, waits no longer.
+
+        The latest time a transport asks is how long a live round waited: a round its
+        policy never closed ends then (:meth:`collection`), not at its last arrival.
+        """
+        self.waited_s = max(self.waited_s, seconds)
         return self.policy.closes_by(
             seconds, self.assignment, self.pieces, dispatched=self.dispatched, **self.options
         )
@@ -194,10 +200,23 @@ class Intake:
         return met is not None and met < seconds
 
     def collection(self) -> Collection:
-        """Close the round over the checked pieces; list the unchecked late ones too."""
+        """Close the round over the checked pieces; list the unchecked late ones too.
+
+        A live round whose policy never held and that had no deadline closes when its
+        transport stopped waiting (its timeout, or every reply in), not at the last
+        arrival: the time it took, and a silent worker's lower bound for the bandit.
+        """
         closing = self.policy(
             self.assignment, self.pieces, dispatched=self.dispatched, **self.options
         )
+        if closing.closed_by == "last_arrival" and self.waited_s > closing.closed_at:
+            closing = split(
+                self.assignment,
+                self.pieces,
+                closed_at=self.waited_s,
+                closed_by="last_arrival",
+                dispatched=self.dispatched,
+            )
         if not self.after_close:
             return closing
         return split(

@@ -120,6 +120,35 @@ def test_the_bandit_prefers_a_fast_liar_but_detection_still_flags_it() -> None:
         assert report.flagged == (liar,)
 
 
+def test_a_round_its_policy_never_closes_took_as_long_as_the_transport_waited() -> None:
+    # Worker 3 never answers and the round waits for all seven: it ends when the transport
+    # gives up, at its timeout. Before the fix it reported the last arrival (1.0 s).
+    config = deployed(rounds=1, policy="fastest_k", k=7)
+    timed = TimedTransport(transport(config), {3: 1e9}, timeout_s=600.0)
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=timed)
+    (report,) = sink.reports
+    assert report.metrics["collected_s"] == 600.0
+    assert report.metrics["missing_replies"] == 1.0 and report.flagged == ()
+
+
+def test_the_bandit_learns_that_a_silent_worker_held_its_round_up_to_the_timeout() -> None:
+    # Worker 0 never answers. Observed at the round's true end (the timeout) it is not
+    # chosen again soon; observed at the last arrival, as before the fix, it tied with the
+    # slowest answering worker and was chosen again, holding the next round up as well.
+    config = deployed(rounds=3, policy="bandit", k=6)
+    delays = {w: 1.0 + 0.1 * w for w in range(7)}
+    delays[0] = 1e9
+    timed = TimedTransport(transport(config), delays, timeout_s=600.0)
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=timed)
+    first, *later = sink.reports
+    assert (first.metrics["missing_replies"], first.metrics["collected_s"]) == (1.0, 600.0)
+    for report in later:
+        assert report.metrics["missing_replies"] == 0.0
+        assert report.metrics["collected_s"] < 600.0
+
+
 def test_a_worker_just_beyond_the_kth_is_never_recorded_as_missing_or_slow() -> None:
     # Workers 5 and 6 answer half a second after the fifth reply closes each round; the
     # Grid is no longer read by then. Before the fix a deployed round recorded them as

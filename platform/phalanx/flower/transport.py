@@ -102,6 +102,9 @@ class GridTransport:
                 break
             if pending:
                 time.sleep(self.poll_interval)
+        else:
+            if listener is not None and pending:  # timed out: say how long the round waited
+                listener.closed(time.monotonic() - started)
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed)
 
 
