@@ -352,8 +352,10 @@ class Coordinator:
             # Simulated rounds only (a deployment's are not recorded yet): a deployed round
             # stops pulling replies once it closes, so a worker answering just after the
             # close would be recorded as missing, then as slow, for a reply that did come.
-            responses=round_responses(collection, tasks, clients=self._client_ids)
-            if collection is not None and simulated
+            responses=round_responses(
+                collection, tasks, clients=self._client_ids, answered=intake.arrived_at
+            )
+            if collection is not None and intake is not None and simulated
             else (),
         )
         self.sink.round_finished(report, self.checkpoint())
