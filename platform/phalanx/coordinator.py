@@ -352,12 +352,14 @@ class Coordinator:
                 **collection_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
-            # A reply refused by the checks, or a worker that failed, has its event instead.
-            responses=()
-            if intake is None or collection is None
-            else round_responses(
-                collection, set(tasks) - intake.unusable, clients=self._client_ids
-            ),
+            # Simulated rounds only (a deployment's are not recorded yet): a deployed round
+            # stops pulling replies once it closes, so a worker answering just after the
+            # close would be recorded as missing, then as slow, for a reply that did come.
+            responses=round_responses(
+                collection, tasks, clients=self._client_ids, answered=intake.arrived_at
+            )
+            if collection is not None and intake is not None and simulated
+            else (),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
@@ -576,8 +578,11 @@ class Coordinator:
 
         With an ``intake`` the transport hands it each reply as it arrives and stops
         waiting once it closes the round; the resync of lost workers goes on the same
-        clock, and does not happen once the round is closed. The last number is how
-        many replies to an earlier round came during this one, after it had closed.
+        clock. It goes out even when the round is closed already (what they answer then
+        comes after the close): a worker that lost the model would otherwise ask for it
+        every round, never be sent it under a policy that closes before its slowest
+        worker, and be missing for good. The last number is how many replies to an
+        earlier round came during this one, after it had closed.
         """
         started = time.monotonic()
         first = self._send(list(tasks.values()), self.channel.downlink(), intake, 0.0)
@@ -585,8 +590,8 @@ class Coordinator:
         bytes_down, malformed = first.bytes_down, list(first.malformed)
         late = len(first.late)
         lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
-        elapsed = time.monotonic() - started
-        if lost and not (intake is not None and intake.closed(elapsed)):
+        if lost:
+            elapsed = time.monotonic() - started
             second = self._send(lost, self.channel.sync(), intake, elapsed)
             for reply in second.replies:
                 if reply.need_sync:

@@ -57,7 +57,12 @@ class Listener(Protocol):
         ...
 
     def closed(self, seconds: float) -> bool:
-        """Whether the round, ``seconds`` after the tasks went out, waits no longer."""
+        """Whether the round, ``seconds`` after the tasks went out, waits no longer.
+
+        A transport asks after the replies it hands over and, when it gives up waiting
+        for another reason (its timeout), once more at that moment: the latest time it
+        asked is how long the round waited.
+        """
         ...
 
 

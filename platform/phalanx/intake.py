@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,7 +137,7 @@ class Intake:
     after_close: list[Piece] = field(default_factory=list)
     cut: set[int] = field(default_factory=set)
     withdrawn: set[tuple[int, int]] = field(default_factory=set)
-    unusable: set[int] = field(default_factory=set)
+    waited_s: float = 0.0
 
     def arrived(
         self, reply: Reply, seconds: float, files_at: Mapping[int, float] | None = None
@@ -145,13 +146,20 @@ class Intake:
 
         ``files_at`` (simulation) says when each of its files arrived, when they came
         one by one; a file it leaves out was never sent (a compute budget cut it).
+
+        Raises
+        ------
+        ValueError
+            When ``seconds`` is not a finite time ``>= 0``: the transport's clock, never
+            the worker's, so the host's bug, refused before the reply counts for anything.
         """
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"a reply's arrival time must be finite and >= 0, got {seconds!r}")
         if reply.need_sync:  # not an answer yet: the worker asks for the full model
             return
         self.arrived_at.setdefault(reply.worker, seconds)
         replicas = self.checks.admit(reply)
         if not replicas and reply.worker in self.checks.rejected:
-            self.unusable.add(reply.worker)
             self._withdraw(reply.worker)
         for replica in replicas:
             at = seconds if files_at is None else files_at.get(replica.file)
@@ -163,7 +171,6 @@ class Intake:
     def failed(self, worker: int, seconds: float) -> None:
         """Note that ``worker`` answered without a reply to check (a transport's call)."""
         self.arrived_at.setdefault(worker, seconds)
-        self.unusable.add(worker)
         self._withdraw(worker)
 
     def _files_of(self, worker: int) -> tuple[int, ...]:
@@ -191,7 +198,12 @@ class Intake:
         )
 
     def closed(self, seconds: float) -> bool:
-        """Whether the round, ``seconds`` after it began, waits no longer."""
+        """Whether the round, ``seconds`` after it began, waits no longer.
+
+        The latest time a transport asks is how long a live round waited: a round its
+        policy never closed ends then (:meth:`collection`), not at its last arrival.
+        """
+        self.waited_s = max(self.waited_s, seconds)
         return self.policy.closes_by(
             seconds, self._awaited(), self.pieces, dispatched=self.dispatched, **self.options
         )
@@ -229,11 +241,22 @@ class Intake:
     def collection(self) -> Collection:
         """Close the round over the checked pieces; list the unchecked late ones too.
 
-        Pieces that were withdrawn (never to come) are listed as missing.
+        Pieces that were withdrawn (never to come) are listed as missing. A live round
+        whose policy never held and that had no deadline closes when its transport
+        stopped waiting (its timeout, or every reply in), not at the last arrival: the
+        time it took, and a silent worker's lower bound for the bandit.
         """
         closing = self.policy(
             self._awaited(), self.pieces, dispatched=self.dispatched, **self.options
         )
+        if closing.closed_by == "last_arrival" and self.waited_s > closing.closed_at:
+            closing = split(
+                self.assignment,
+                self.pieces,
+                closed_at=self.waited_s,
+                closed_by="last_arrival",
+                dispatched=self.dispatched,
+            )
         if not self.after_close and not self.withdrawn:
             return closing
         return split(

@@ -16,6 +16,7 @@ checkpoint, so a resumed run decides exactly as the run it continues would have.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from phalanx.collect.bandit import BanditState, observe_times, select_workers
 from phalanx.collect.config import CollectConfig
 from phalanx.collect.dropcompute import best_threshold
 from phalanx.collect.pieces import Collection
+from phalanx.faults import describe
+from phalanx.finite import all_finite
 
 
 def response_times(collection: Collection, dispatched: Set[int]) -> dict[int, float]:
@@ -192,12 +195,25 @@ class PolicyMemory:
         Raises
         ------
         ValueError
-            When the checkpoint's state does not fit this policy or this run's workers.
+            When the checkpoint's state does not fit this policy or this run's workers,
+            or is not what :meth:`state` writes: a field missing or of another type, an
+            update, a time or a budget that is not finite (or a budget not above 0).
         """
+        try:
+            self._restore(state)
+        except (KeyError, TypeError, AttributeError, OverflowError, ValueError) as exc:
+            raise ValueError(
+                f"the checkpoint's collect state cannot be restored: {describe(exc)}"
+            ) from exc
+
+    def _restore(self, state: Mapping[str, Any]) -> None:
+        """Take up ``state``; what a malformed one raises, :meth:`restore` words."""
         if self.adaptive is not None and "adaptive" in state:
             self.adaptive = AdaptiveK.restore(state["adaptive"])
             last = state.get("last_update")
             self.last_update = None if last is None else last.to(torch.float64)
+            if self.last_update is not None and not all_finite(self.last_update):
+                raise ValueError("the checkpoint's last global update is not finite")
         if self.bandit is not None and "bandit" in state:
             learned = BanditState.restore(state["bandit"])
             if len(learned.counts) != self.num_workers:
@@ -213,3 +229,10 @@ class PolicyMemory:
             self.measured = [
                 ([[float(t) for t in w] for w in r], float(o)) for r, o in saved["measured"]
             ]
+            if self.budget_s is not None and not (
+                math.isfinite(self.budget_s) and self.budget_s > 0
+            ):
+                raise ValueError(f"the checkpoint's compute budget is {self.budget_s!r}")
+            times = [t for r, o in self.measured for w in r for t in (*w, o)]
+            if any(not math.isfinite(t) or t < 0 for t in times):
+                raise ValueError("the checkpoint's measured times are not all finite and >= 0")

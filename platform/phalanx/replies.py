@@ -109,7 +109,7 @@ def check_reply(
     decode: Decoder,
     digest: Hasher = payload_digest,
 ) -> list[Replica]:
-    """Check a reply against its task and return its replicas.
+    """Check a reply against its task and return its replicas, one per file of the task.
 
     ``digest`` computes a payload's :func:`~phalanx.detection.payload_digest`;
     a caller checking many replies may pass one that remembers the payloads it
@@ -141,6 +141,11 @@ def check_reply(
     unassigned = sorted(set(reply.files) - set(task.files))
     if unassigned:
         raise ReplyRejectedError("unassigned_file", f"reply includes unassigned files {unassigned}")
+    # A worker answers every file it was given in one reply: one that leaves files out
+    # would look quick and complete on the record while its holders' replicas go missing.
+    left_out = sorted(set(task.files) - set(reply.files))
+    if left_out:
+        raise ReplyRejectedError("malformed_reply", f"reply leaves out assigned files {left_out}")
     try:
         verified = verify_reply(
             public_key,

@@ -11,7 +11,8 @@ A round leaves one :class:`WorkerResponse` per worker it dispatched work to
 close), ``late`` (after it: the time is known) or ``missing`` (nothing came: no
 time). A worker's time is the arrival of its *last* piece, so a reply sent as one
 message per file takes as long as its slowest message, and one a compute budget
-cut short as long as what it sent.
+cut short as long as what it sent. A reply the checks refused responded when it
+arrived: refused is not missing (the refusal is an event of its own).
 
 Over a run, :func:`summarize` (or :func:`summarize_histories`, over each
 worker's :class:`History`) gives each worker its rounds given work, the
@@ -113,6 +114,7 @@ def round_responses(
     dispatched: Iterable[int],
     *,
     clients: Mapping[int, str] | None = None,
+    answered: Mapping[int, float] | None = None,
 ) -> tuple[WorkerResponse, ...]:
     """Return the response of every dispatched worker of a round, by worker.
 
@@ -125,13 +127,18 @@ def round_responses(
         nobody asked for, which the checks refuse) are no response.
     clients : mapping of int to str, optional
         Worker -> client id, to name the client of each response.
+    answered : mapping of int to float, optional
+        Worker -> when its reply arrived, for every reply that arrived: one the
+        checks refused leaves no piece, yet it did respond then (its refusal is an
+        event of its own).
 
     Returns
     -------
     tuple of WorkerResponse
-        ``missing`` for a worker with no piece; otherwise its last piece's time
-        (a worker whose compute budget cut some files answered with the others),
-        ``late`` if any of its pieces came after the close, else ``kept``.
+        ``missing`` for a worker with no piece and no reply; otherwise its last
+        piece's time (a worker whose compute budget cut some files answered with the
+        others), or its refused reply's, ``late`` if it came after the close, else
+        ``kept``.
     """
     late = {p.worker for p in collection.late}
     last: dict[int, float] = {}
@@ -139,14 +146,17 @@ def round_responses(
         if piece.time >= last.get(piece.worker, 0.0):
             last[piece.worker] = piece.time
     found = clients or {}
+    replied = answered or {}
     responses = []
     for worker in sorted(set(dispatched)):
         client = found.get(worker)
-        if worker not in last:
+        seconds = last.get(worker, replied.get(worker))
+        if seconds is None:
             responses.append(WorkerResponse(worker, None, "missing", client))
         else:
-            status: ResponseStatus = "late" if worker in late else "kept"
-            responses.append(WorkerResponse(worker, last[worker], status, client))
+            after = worker in late or seconds > collection.closed_at
+            status: ResponseStatus = "late" if after else "kept"
+            responses.append(WorkerResponse(worker, seconds, status, client))
     return tuple(responses)
 
 

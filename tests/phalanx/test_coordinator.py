@@ -12,11 +12,11 @@ from phalanx.event_kinds import EventKind
 from phalanx.exchange import Exchange
 from phalanx.plan import adversaries
 from phalanx.replies import Reply, Task
-from phalanx.roster import simulated_identity
 from phalanx.runs import build_coordinator, execute_run, summarize
 from phalanx_clients.inprocess import InProcessTransport, Tamper
 from tests.support.configs import small_config
 from tests.support.coordinator_runs import RUN_ID, FakeSink, run, run_interrupted, transport
+from tests.support.signed_replies import resigned
 
 
 def test_weak_attack_flags_every_adversary_and_no_honest_worker() -> None:
@@ -67,39 +67,17 @@ def _tamper_worker(victim: int, change: Callable[[Reply], Reply]) -> Tamper:
 def _nan_payload(reply: Reply) -> Reply:
     payload = torch.frombuffer(bytearray(reply.payloads[0]), dtype=torch.float32).clone()
     payload[0] = float("nan")
-    return _resigned(reply, payloads=(payload.numpy().tobytes(), *reply.payloads[1:]))
-
-
-def _resigned(reply: Reply, **changes: object) -> Reply:
-    """Change fields and sign again with the worker's real key (a well-signed bad reply)."""
-    import hashlib
-
-    from phalanx.identity import sign_reply
-
-    reply = dataclasses.replace(reply, **changes)  # type: ignore[arg-type]
-    digests = tuple(hashlib.sha256(p).hexdigest() for p in reply.payloads)
-    key = simulated_identity(RUN_ID, reply.worker).private_key
-    signature = sign_reply(
-        key,
-        run_id=reply.run_id,
-        round=reply.round,
-        nonce=reply.nonce,
-        client_id=reply.client_id,
-        file_ids=reply.files,
-        digests=digests,
-        node_id=reply.node_id,
-    )
-    return dataclasses.replace(reply, digests=digests, signature=signature)
+    return resigned(reply, payloads=(payload.numpy().tobytes(), *reply.payloads[1:]))
 
 
 BAD_REPLIES: dict[str, Callable[[Reply], Reply]] = {
     "malformed_reply": lambda r: dataclasses.replace(r, payloads=(b"garbage", *r.payloads[1:])),
-    "bad_shape": lambda r: _resigned(r, payloads=(r.payloads[0] + b"\0\0\0\0", *r.payloads[1:])),
+    "bad_shape": lambda r: resigned(r, payloads=(r.payloads[0] + b"\0\0\0\0", *r.payloads[1:])),
     "non_finite": _nan_payload,
     "bad_signature": lambda r: dataclasses.replace(r, signature=r.signature[:-4] + b"abcd"),
-    "stale_round": lambda r: _resigned(r, round=r.round - 1),
-    "wrong_nonce": lambda r: _resigned(r, nonce="0" * 32),
-    "unassigned_file": lambda r: _resigned(r, files=(999, *r.files[1:])),
+    "stale_round": lambda r: resigned(r, round=r.round - 1),
+    "wrong_nonce": lambda r: resigned(r, nonce="0" * 32),
+    "unassigned_file": lambda r: resigned(r, files=(999, *r.files[1:])),
 }
 
 
@@ -242,7 +220,7 @@ def test_a_flagged_worker_gets_no_work_for_the_configured_rounds_even_across_a_r
 def _overflowing(reply: Reply) -> Reply:
     """A well-signed reply whose every update holds 3e38: finite, but two overflow a mean."""
     huge = torch.full((len(reply.payloads[0]) // 4,), 3.0e38).numpy().tobytes()
-    return _resigned(reply, payloads=tuple(huge for _ in reply.payloads))
+    return resigned(reply, payloads=tuple(huge for _ in reply.payloads))
 
 
 def _tamper_workers(victims: set[int], change: Callable[[Reply], Reply]) -> Tamper:

@@ -63,14 +63,14 @@ def test_a_deadline_cuts_the_wait_for_a_round_whose_condition_never_holds() -> N
     assert all(SLOW_WORKER not in replied(r) for r in sink.reports)
 
 
-def test_without_a_policy_a_deployed_round_waits_for_every_reply_and_times_each() -> None:
+def test_without_a_policy_a_deployed_round_waits_for_every_reply() -> None:
     sink, timed = run_timed(deployed(), {SLOW_WORKER: SLOW_S})
     assert all(timed.listened)
     for report in sink.reports:
         assert SLOW_WORKER in replied(report) and report.metrics["collected_s"] == SLOW_S
-        times = {r.worker: (r.seconds, r.status) for r in report.responses}
-        assert times[SLOW_WORKER] == (SLOW_S, "kept")
-        assert {t for w, t in times.items() if w != SLOW_WORKER} == {(1.0, "kept")}
+        # Deployments record no response times yet: a reply just after a close would
+        # look like none.
+        assert report.responses == ()
 
 
 def broken_data(config: RunConfig, worker: int) -> InProcessTransport:
@@ -83,7 +83,7 @@ def broken_data(config: RunConfig, worker: int) -> InProcessTransport:
     return inner
 
 
-def test_a_worker_that_failed_is_not_waited_for_nor_timed() -> None:
+def test_a_worker_that_failed_is_not_waited_for() -> None:
     # Everyone else answers at 1 s; the failed worker answered at once, with its fault.
     config = deployed(policy="deadline", deadline_s=30.0)
     timed = TimedTransport(broken_data(config, 2), {2: 0.5})
@@ -92,7 +92,6 @@ def test_a_worker_that_failed_is_not_waited_for_nor_timed() -> None:
     for report in sink.reports:
         assert report.metrics["collected_s"] == 1.0 and report.metrics["missing_replies"] == 0
         assert report.rejected == (2,) and report.flagged == ()
-        assert 2 not in {r.worker for r in report.responses}
 
 
 def test_a_refused_reply_does_not_hold_the_round_open_until_the_deadline() -> None:
@@ -100,7 +99,6 @@ def test_a_refused_reply_does_not_hold_the_round_open_until_the_deadline() -> No
     sink, _ = run_timed(config, {0: 0.1}, bad_signature(0))
     (report,) = sink.reports
     assert report.metrics["collected_s"] == 1.0 and report.rejected == (0,)
-    assert 0 not in {r.worker for r in report.responses}
 
 
 def payload_swapped(worker: int) -> Tamper:

@@ -26,10 +26,14 @@ class TimedTransport:
     delays : Mapping[int, float]
         Seconds after the tasks went out at which each worker's reply arrives (1.0
         for a worker not named).
+    timeout_s : float, optional
+        Seconds after which it gives up, as the Grid transport does: a reply due later
+        is never delivered, and the listener is asked once more at that moment.
     """
 
     inner: InProcessTransport
     delays: Mapping[int, float]
+    timeout_s: float | None = None
     listened: list[bool] = field(default_factory=list)
 
     def exchange(
@@ -46,6 +50,9 @@ class TimedTransport:
         )
         delivered = []
         for seconds, worker, outcome in events:
+            if self.timeout_s is not None and seconds > self.timeout_s:
+                listener.closed(self.timeout_s)
+                break
             if listener.closed(seconds):
                 break
             if isinstance(outcome, Reply):

@@ -122,6 +122,9 @@ class GridTransport:
                 break
             if pending:
                 time.sleep(self.poll_interval)
+        else:
+            if listener is not None and pending:  # timed out: say how long the round waited
+                listener.closed(time.monotonic() - started)
         self._outstanding = {
             **earlier,
             **{mid: (worker_of_message[mid], started, self._exchanges) for mid in pending},

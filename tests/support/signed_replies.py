@@ -1,0 +1,32 @@
+"""Well-signed bad replies: a reply changed on its way back and signed again with the worker's key.
+
+Only the check under test can then refuse it: the signature verifies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from phalanx.identity import sign_reply
+from phalanx.replies import Reply
+from phalanx.roster import simulated_identity
+from tests.support.coordinator_runs import RUN_ID
+
+
+def resigned(reply: Reply, **changes: object) -> Reply:
+    """Change fields and sign again with the worker's real key (a well-signed bad reply)."""
+    reply = dataclasses.replace(reply, **changes)  # type: ignore[arg-type]
+    digests = tuple(hashlib.sha256(p).hexdigest() for p in reply.payloads)
+    key = simulated_identity(RUN_ID, reply.worker).private_key
+    signature = sign_reply(
+        key,
+        run_id=reply.run_id,
+        round=reply.round,
+        nonce=reply.nonce,
+        client_id=reply.client_id,
+        file_ids=reply.files,
+        digests=digests,
+        node_id=reply.node_id,
+    )
+    return dataclasses.replace(reply, digests=digests, signature=signature)
