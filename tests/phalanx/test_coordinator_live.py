@@ -17,29 +17,10 @@ from phalanx.replies import Reply
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run
 from phalanx_clients.inprocess import InProcessTransport, Tamper
-from tests.support.configs import small_config
 from tests.support.coordinator_runs import RUN_ID, FakeSink, transport
-from tests.support.timed_transport import TimedTransport
+from tests.support.timed_transport import TimedTransport, deployed, run_timed
 
 SLOW_WORKER, SLOW_S = 4, 50.0
-
-
-def deployed(rounds: int = 2, **collect: object) -> RunConfig:
-    return small_config(
-        rounds=rounds,
-        attack={"name": None, "q": 0},
-        deployment={"backend": "deployment"},
-        collect=collect,
-    )
-
-
-def run_timed(
-    config: RunConfig, delays: dict[int, float], tamper: Tamper | None = None
-) -> tuple[FakeSink, TimedTransport]:
-    timed = TimedTransport(transport(config, tamper), delays)
-    sink = FakeSink()
-    execute_run(config, run_id=RUN_ID, sink=sink, transport=timed)
-    return sink, timed
 
 
 def replied(report: RoundReport) -> set[int]:

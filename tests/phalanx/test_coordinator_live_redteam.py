@@ -20,11 +20,10 @@ from phalanx.reports import RoundReport
 from phalanx.response_times import summarize
 from phalanx.runs import execute_run
 from phalanx_clients.inprocess import Tamper
-from tests.phalanx.test_coordinator_live import deployed, run_timed
 from tests.support.configs import small_config
 from tests.support.coordinator_runs import RUN_ID, FakeSink, transport
 from tests.support.signed_replies import resigned
-from tests.support.timed_transport import TimedTransport
+from tests.support.timed_transport import TimedTransport, deployed, run_timed
 
 CODEC = {"enabled": True, "rd_lambda": 0.1}
 

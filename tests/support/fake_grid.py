@@ -10,6 +10,9 @@ from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.supercore.task_identity import TaskIdentity
 
+NODE_BASE = 2**63
+"""Flower node ids are unsigned 64-bit: the doubles number their nodes from here."""
+
 Rewrite = Callable[[int, Message], Message]
 """Replaces a reply on its way back, given the index of the node it came from."""
 
@@ -81,3 +84,17 @@ class FakeGrid:
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         return [self.replies.pop(i) for i in list(message_ids) if i in self.replies]
+
+
+class WithholdingGrid(FakeGrid):
+    """A grid on which one node's reply never comes back (a vanished SuperNode)."""
+
+    def __init__(self, app: ClientApp, nodes: list[int], silent: int) -> None:
+        super().__init__(app, nodes)
+        self.silent = silent
+        self.pulls = 0
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        self.pulls += 1
+        withheld = {i for i, m in self.replies.items() if m.metadata.src_node_id == self.silent}
+        return super().pull_messages([i for i in message_ids if i not in withheld])

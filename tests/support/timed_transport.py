@@ -6,9 +6,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from phalanx.channel import Downlink
+from phalanx.config import RunConfig
 from phalanx.exchange import Exchange, Listener
 from phalanx.replies import Reply, Task
-from phalanx_clients.inprocess import InProcessTransport
+from phalanx.runs import execute_run
+from phalanx_clients.inprocess import InProcessTransport, Tamper
+from tests.support.configs import small_config
+from tests.support.coordinator_runs import RUN_ID, FakeSink, transport
 
 
 @dataclass
@@ -61,3 +65,23 @@ class TimedTransport:
             else:
                 listener.failed(worker, seconds)
         return replace(computed, replies=delivered)
+
+
+def deployed(rounds: int = 2, **collect: object) -> RunConfig:
+    """A small honest run config with deployment's backend, closed by ``collect``."""
+    return small_config(
+        rounds=rounds,
+        attack={"name": None, "q": 0},
+        deployment={"backend": "deployment"},
+        collect=collect,
+    )
+
+
+def run_timed(
+    config: RunConfig, delays: dict[int, float], tamper: Tamper | None = None
+) -> tuple[FakeSink, TimedTransport]:
+    """Run ``config`` over a :class:`TimedTransport` with ``delays``."""
+    timed = TimedTransport(transport(config, tamper), delays)
+    sink = FakeSink()
+    execute_run(config, run_id=RUN_ID, sink=sink, transport=timed)
+    return sink, timed

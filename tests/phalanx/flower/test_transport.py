@@ -18,10 +18,16 @@ from phalanx.reports import RoundReport
 from phalanx.runs import execute_run
 from phalanx_clients.app import SimulatedWorkers, build_client_app
 from tests.support.configs import small_config
-from tests.support.fake_grid import FakeGrid, Rewrite, server_task_identity, untouched
+from tests.support.fake_grid import (
+    NODE_BASE,
+    FakeGrid,
+    Rewrite,
+    WithholdingGrid,
+    server_task_identity,
+    untouched,
+)
 
 RUN_ID = "run-over-a-grid"
-NODE_BASE = 2**63  # Flower node ids are unsigned 64-bit
 
 
 @pytest.fixture(autouse=True)
@@ -168,20 +174,6 @@ def run_deployed(config: RunConfig, grid: FakeGrid) -> list[RoundReport]:
 
     execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
     return reports
-
-
-class WithholdingGrid(FakeGrid):
-    """A grid on which one node's reply never comes back (a vanished SuperNode)."""
-
-    def __init__(self, app: ClientApp, nodes: list[int], silent: int) -> None:
-        super().__init__(app, nodes)
-        self.silent = silent
-        self.pulls = 0
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        self.pulls += 1
-        withheld = {i for i, m in self.replies.items() if m.metadata.src_node_id == self.silent}
-        return super().pull_messages([i for i in message_ids if i not in withheld])
 
 
 @pytest.mark.timeout(120)

@@ -16,9 +16,10 @@ from phalanx.flower.transport import GridTransport
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run
 from phalanx_clients.app import build_client_app
-from tests.phalanx.flower.test_transport import NODE_BASE, RUN_ID, WithholdingGrid
 from tests.support.configs import small_config
-from tests.support.fake_grid import server_task_identity
+from tests.support.fake_grid import NODE_BASE, WithholdingGrid, server_task_identity
+
+RUN_ID = "run-over-a-grid"
 
 
 @pytest.fixture(autouse=True)
