@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,14 @@ from phalanx.reports import EventReport, rejection_event
 from phalanx.roster import Member
 
 log = logging.getLogger(__name__)
+
+#: A simulated round asks its close rule after every 1/16-th more replies (see
+#: :meth:`Intake.feed`): at most a sixteenth more replies checked than a rule asked
+#: after every reply would check, and O(log K) questions instead of K.
+PROBE_SPACING = 16
+
+Outcome = list[Replica] | Rejection
+"""What the checks say of a reply: its replicas, or why it is refused."""
 
 
 class RoundChecks:
@@ -72,8 +80,12 @@ class RoundChecks:
         self._decode = functools.cache(decode)
         self._digest = functools.cache(payload_digest)
 
-    def admit(self, reply: Reply) -> list[Replica]:
-        """Check ``reply``; return its replicas, or none when it is refused (and recorded)."""
+    def check(self, reply: Reply, *, also_seen: Set[int] = frozenset()) -> Outcome:
+        """Check ``reply`` without recording anything: its replicas, or why it is refused.
+
+        ``also_seen`` names workers whose replies were checked but not yet recorded
+        (a second reply of one of them is refused as a repeat).
+        """
         member = self.members.get(reply.worker)
         task = self.tasks.get(reply.worker)
         try:
@@ -81,10 +93,9 @@ class RoundChecks:
                 raise ReplyRejectedError(
                     "unassigned_file", f"worker {reply.worker} had no task this round"
                 )
-            if reply.worker in self._seen:
+            if reply.worker in self._seen or reply.worker in also_seen:
                 raise ReplyRejectedError("malformed_reply", "a second reply for the same task")
-            self._seen.add(reply.worker)
-            replicas = check_reply(
+            return check_reply(
                 reply,
                 task,
                 client_id=member.client_id,
@@ -93,20 +104,43 @@ class RoundChecks:
                 digest=self._digest,
             )
         except ReplyRejectedError as exc:
-            rejection = Rejection(reply.worker, exc.kind, exc.reason)
+            return Rejection(reply.worker, exc.kind, exc.reason)
         except Exception as exc:  # nothing a worker sends may stop the run
             # Not shown to be the worker's doing: a fault, and if it strikes most
             # workers of the round, the run fails on it (common_failure).
             log.exception("checking worker %d's reply in round %d", reply.worker, reply.round)
             reason = f"the coordinator could not check this reply: {describe(exc)}"
-            rejection = Rejection(reply.worker, EventKind.UNCHECKED_REPLY, reason)
-        else:
-            self.replicas.extend(replicas)
-            return replicas
+            return Rejection(reply.worker, EventKind.UNCHECKED_REPLY, reason)
+
+    def record(self, reply: Reply, outcome: Outcome) -> list[Replica]:
+        """Record what :meth:`check` said of ``reply``; return its replicas (none if refused)."""
+        if reply.worker in self.tasks and reply.worker in self.members:
+            self._seen.add(reply.worker)
+        if not isinstance(outcome, Rejection):
+            self.replicas.extend(outcome)
+            return outcome
         self.rejected.add(reply.worker)
+        member = self.members.get(reply.worker)
         client_id = member.client_id if member else None
-        self.events.append(rejection_event(rejection, client_id, self.round))
+        self.events.append(rejection_event(outcome, client_id, self.round))
         return []
+
+    def admit(self, reply: Reply) -> list[Replica]:
+        """Check ``reply`` and record it; return its replicas, or none when it is refused."""
+        return self.record(reply, self.check(reply))
+
+
+@dataclass
+class _Taken:
+    """What one arrival adds to a round: checked pieces, and pairs that will not come."""
+
+    worker: int
+    seconds: float
+    reply: Reply | None = None
+    outcome: Outcome | None = None
+    pieces: list[Piece] = field(default_factory=list)
+    withdrawn: set[tuple[int, int]] = field(default_factory=set)
+    cut: bool = False
 
 
 @dataclass
@@ -138,6 +172,7 @@ class Intake:
     cut: set[int] = field(default_factory=set)
     withdrawn: set[tuple[int, int]] = field(default_factory=set)
     waited_s: float = 0.0
+    _delivered: dict[int, set[int]] = field(default_factory=dict, repr=False)
 
     def arrived(
         self, reply: Reply, seconds: float, files_at: Mapping[int, float] | None = None
@@ -157,41 +192,75 @@ class Intake:
             raise ValueError(f"a reply's arrival time must be finite and >= 0, got {seconds!r}")
         if reply.need_sync:  # not an answer yet: the worker asks for the full model
             return
-        self.arrived_at.setdefault(reply.worker, seconds)
-        replicas = self.checks.admit(reply)
-        if not replicas and reply.worker in self.checks.rejected:
-            self._withdraw(reply.worker)
-        for replica in replicas:
-            at = seconds if files_at is None else files_at.get(replica.file)
-            if at is not None:
-                self.pieces.append(Piece(replica.worker, replica.file, at, replica.digest))
-        if files_at is not None:
-            self._withdraw(reply.worker, set(self._files_of(reply.worker)) - set(files_at))
+        self._apply(self._take(reply, seconds, files_at, self.checks.check(reply)))
 
     def failed(self, worker: int, seconds: float) -> None:
         """Note that ``worker`` answered without a reply to check (a transport's call)."""
         self.arrived_at.setdefault(worker, seconds)
-        self._withdraw(worker)
+        self._apply(_Taken(worker, seconds, withdrawn=self._unsent(worker)))
+
+    def _take(
+        self,
+        reply: Reply,
+        seconds: float,
+        files_at: Mapping[int, float] | None,
+        outcome: Outcome,
+        staged: Mapping[int, Set[int]] | None = None,
+    ) -> _Taken:
+        """Compute what ``reply`` adds to the round, without changing the round.
+
+        ``staged`` names the files of taken (not yet applied) replies, by worker.
+        """
+        taken = _Taken(reply.worker, seconds, reply, outcome)
+        if isinstance(outcome, Rejection):
+            taken.withdrawn = self._unsent(reply.worker, staged=staged)
+            return taken
+        for replica in outcome:
+            at = seconds if files_at is None else files_at.get(replica.file)
+            if at is not None:
+                taken.pieces.append(Piece(replica.worker, replica.file, at, replica.digest))
+        if files_at is not None:
+            cut = set(self._files_of(reply.worker)) - set(files_at)
+            sent = {p.file for p in taken.pieces}
+            taken.withdrawn = self._unsent(reply.worker, cut - sent, staged=staged)
+        return taken
+
+    def _apply(self, taken: _Taken) -> None:
+        """Make what :meth:`_take` computed part of the round."""
+        if taken.reply is not None and taken.outcome is not None:
+            self.arrived_at.setdefault(taken.worker, taken.seconds)
+            self.checks.record(taken.reply, taken.outcome)
+        for piece in taken.pieces:
+            self.pieces.append(piece)
+            self._delivered.setdefault(piece.worker, set()).add(piece.file)
+        self.withdrawn.update(taken.withdrawn)
 
     def _files_of(self, worker: int) -> tuple[int, ...]:
         if not 0 <= worker < self.assignment.num_workers:
             return ()
         return self.assignment.files_of(worker)
 
-    def _withdraw(self, worker: int, files: Iterable[int] | None = None) -> None:
-        """Stop waiting for ``worker``'s ``files`` (all of them by default) unless some came."""
-        delivered = {p.file for p in self.pieces if p.worker == worker}
+    def _unsent(
+        self,
+        worker: int,
+        files: Iterable[int] | None = None,
+        staged: Mapping[int, Set[int]] | None = None,
+    ) -> set[tuple[int, int]]:
+        """Return the pairs of ``worker``'s ``files`` (all by default) of which no piece came."""
+        delivered = self._delivered.get(worker, set())
+        pending = (staged or {}).get(worker, frozenset())
         chosen = self._files_of(worker) if files is None else files
-        self.withdrawn.update((worker, f) for f in chosen if f not in delivered)
+        return {(worker, f) for f in chosen if f not in delivered and f not in pending}
 
-    def _awaited(self) -> Assignment:
+    def _awaited(self, withdrawn: Set[tuple[int, int]] | None = None) -> Assignment:
         """Return the assignment less the pieces that will not come, for the close rules."""
-        if not self.withdrawn:
+        withdrawn = self.withdrawn if withdrawn is None else withdrawn
+        if not withdrawn:
             return self.assignment
         return Assignment(
             self.assignment.num_workers,
             tuple(
-                tuple(w for w in workers if (w, f) not in self.withdrawn)
+                tuple(w for w in workers if (w, f) not in withdrawn)
                 for f, workers in enumerate(self.assignment.files)
             ),
             self.assignment.scheme,
@@ -213,28 +282,89 @@ class Intake:
 
         A reply that arrives after the round closed is never checked (nobody would
         have seen it); its pieces are late, digests of the payloads as sent.
+
+        Asking the close rule after every reply costs O(K) a question, O(K^2) a
+        round. The rules are monotone (more pieces, or fewer awaited, never close a
+        round later), so once the round is closed before some reply it is closed
+        before every later one: replies are checked in order without being recorded,
+        the rule is asked only after every ``1 / PROBE_SPACING``-th share of them,
+        and when it first says closed, a bisection over the replies since its last
+        answer finds the first reply that came too late. Those after it that were
+        checked are dropped unrecorded, as if never checked.
         """
-        for item in sorted(timed, key=lambda item: (item.seconds, item.reply.worker)):
+        order = sorted(timed, key=lambda item: (item.seconds, item.reply.worker))
+        steps: list[_Taken] = []
+        staged: dict[int, set[int]] = {}
+        staged_workers: set[int] = set()
+        first_late = len(order)
+        answered = 0  # steps[:answered] were seen by the rule, and it said open
+        for i, item in enumerate(order):
             reply = item.reply
             if reply.files and not item.files_at:  # its compute budget cut every file
-                self.cut.add(reply.worker)
-                self._withdraw(reply.worker)
-            elif self._closed_before(item.seconds):
+                steps.append(_Taken(reply.worker, item.seconds, cut=True))
+            elif reply.need_sync:  # asks for the model: neither an answer nor a piece
+                steps.append(_Taken(reply.worker, item.seconds))
+            else:
+                outcome = self.checks.check(reply, also_seen=staged_workers)
+                step = self._take(reply, item.seconds, item.files_at, outcome, staged)
+                staged_workers.add(reply.worker)
+                for piece in step.pieces:
+                    staged.setdefault(piece.worker, set()).add(piece.file)
+                steps.append(step)
+            if steps[-1].cut:
+                steps[-1].withdrawn = self._unsent(reply.worker, staged=staged)
+            at_end = i + 1 == len(order)
+            if at_end or i + 1 - answered >= max(1, (i + 1) // PROBE_SPACING):
+                if not at_end and not self._closed_after(steps, i + 1, order[i + 1].seconds):
+                    answered = i + 1
+                    continue
+                first_late = self._first_late(steps, order, answered, i + 1)
+                break
+        for step in steps[:first_late]:
+            self._commit(step)
+        for item in order[first_late:]:
+            reply = item.reply
+            if reply.files and not item.files_at:
+                self._commit(_Taken(reply.worker, item.seconds, cut=True))
+            else:
                 self.arrived_at.setdefault(reply.worker, item.seconds)
                 self.after_close.extend(
                     Piece(reply.worker, f, item.files_at[f], payload_digest(p))
                     for f, p in zip(reply.files, reply.payloads, strict=False)
                     if f in item.files_at
                 )
-            else:
-                self.arrived(reply, item.seconds, item.files_at)
 
-    def _closed_before(self, seconds: float) -> bool:
+    def _commit(self, step: _Taken) -> None:
+        if step.cut:
+            self.cut.add(step.worker)
+            step.withdrawn = self._unsent(step.worker)
+        self._apply(step)
+
+    def _first_late(
+        self, steps: Sequence[_Taken], order: Sequence[TimedReply], low: int, high: int
+    ) -> int:
+        """Return the index of the first reply of ``order`` after the close, in ``[low, high]``.
+
+        The round is closed before reply ``high`` (or ``high`` is past the last), and
+        the close rule is monotone: a bisection.
+        """
+        while low < high:
+            middle = (low + high) // 2
+            if self._closed_after(steps, middle, order[middle].seconds):
+                high = middle
+            else:
+                low = middle + 1
+        return high
+
+    def _closed_after(self, steps: Sequence[_Taken], n: int, seconds: float) -> bool:
+        """Whether the round, given the first ``n`` steps, closed before ``seconds``."""
         deadline = self.policy.deadline_s
         if deadline is not None and deadline < seconds:
             return True
+        pieces = [*self.pieces, *(p for step in steps[:n] for p in step.pieces)]
+        withdrawn = self.withdrawn.union(*(step.withdrawn for step in steps[:n]))
         met = self.policy.close_time(
-            self._awaited(), self.pieces, dispatched=self.dispatched, **self.options
+            self._awaited(withdrawn), pieces, dispatched=self.dispatched, **self.options
         )
         return met is not None and met < seconds
 

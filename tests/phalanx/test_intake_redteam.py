@@ -19,12 +19,11 @@ from torch import Tensor
 from phalanx.arrivals import TimedReply
 from phalanx.assignment import Assignment
 from phalanx.collect import CollectionPolicy
-from phalanx.detection import payload_digest
 from phalanx.event_kinds import EventKind
-from phalanx.identity import sign_reply
 from phalanx.intake import Intake, RoundChecks
 from phalanx.replies import Reply, Task, float32_payload, make_float32_decoder
 from phalanx.roster import Member, simulated_identity
+from tests.support.signed_replies import signed_reply
 
 RUN_ID = "intake-red-team"
 NONCE = "ab" * 16
@@ -49,19 +48,7 @@ def reply(worker: int, files: tuple[int, ...] | None = None, lie: bool = False) 
     """``worker``'s reply for ``files`` (its task's by default), well signed."""
     files = ASSIGNMENT.files_of(worker) if files is None else files
     payloads = tuple(float32_payload(-honest(f) if lie else honest(f)) for f in files)
-    digests = tuple(payload_digest(p) for p in payloads)
-    identity = simulated_identity(RUN_ID, worker)
-    signature = sign_reply(
-        identity.private_key,
-        run_id=RUN_ID,
-        round=1,
-        nonce=NONCE,
-        client_id=identity.client_id,
-        file_ids=files,
-        digests=digests,
-        node_id=None,
-    )
-    return Reply(worker, identity.client_id, RUN_ID, 1, NONCE, files, payloads, digests, signature)
+    return signed_reply(RUN_ID, NONCE, worker, files, payloads)
 
 
 def intake(

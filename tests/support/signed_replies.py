@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from phalanx.detection import payload_digest
 from phalanx.identity import sign_reply
 from phalanx.replies import Reply
 from phalanx.roster import simulated_identity
@@ -30,3 +31,22 @@ def resigned(reply: Reply, **changes: object) -> Reply:
         node_id=reply.node_id,
     )
     return dataclasses.replace(reply, digests=digests, signature=signature)
+
+
+def signed_reply(
+    run_id: str, nonce: str, worker: int, files: tuple[int, ...], payloads: tuple[bytes, ...]
+) -> Reply:
+    """``worker``'s round-1 reply of ``payloads`` for ``files``, signed with its simulated key."""
+    digests = tuple(payload_digest(p) for p in payloads)
+    identity = simulated_identity(run_id, worker)
+    signature = sign_reply(
+        identity.private_key,
+        run_id=run_id,
+        round=1,
+        nonce=nonce,
+        client_id=identity.client_id,
+        file_ids=files,
+        digests=digests,
+        node_id=None,
+    )
+    return Reply(worker, identity.client_id, run_id, 1, nonce, files, payloads, digests, signature)
