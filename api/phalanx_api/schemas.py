@@ -316,8 +316,9 @@ class WorkerResponsesOut(_Out):
 class ResponseTimesPage(BaseModel):
     """One page of a run's workers with their response times, by worker.
 
-    Only rounds that the systems model timed (``systems.enabled``) have response
-    times; real arrival times in a deployment are not measured yet.
+    Rounds the systems model timed (``systems.enabled``) and deployed rounds (real
+    arrival times; a reply after its round closed is recorded late when it comes
+    during a later round) have response times; other rounds have none.
     """
 
     items: list[WorkerResponsesOut]

@@ -35,7 +35,7 @@ from phalanx.detection import Replica, Verdict, compare_round, judge
 from phalanx.detection.disputes import LiarsAcrossRounds
 from phalanx.detection.exposure import exposed_files
 from phalanx.event_kinds import FAULT_KINDS, EventKind
-from phalanx.exchange import Exchange, Transport
+from phalanx.exchange import Exchange, LateReply, Transport
 from phalanx.faults import RunFailedError, common_failure
 from phalanx.finite import all_finite
 from phalanx.intake import Intake, RoundChecks
@@ -51,7 +51,7 @@ from phalanx.replies import (
     Task,
 )
 from phalanx.reports import EventReport, RoundReport, RoundSink, rejection_event, suspects_event
-from phalanx.response_times import round_responses
+from phalanx.response_times import LateResponse, round_responses
 from phalanx.roster import Member
 from phalanx.systems.profiles import draw_profiles
 from phalanx.training import derive_seed, evaluate
@@ -256,7 +256,7 @@ class Coordinator:
                 collection_metrics["files_cut"] = self._measure_compute(timed, tasks)
             else:
                 # Replies to earlier rounds that came after they closed: counted only.
-                collection_metrics["late_from_earlier_rounds"] = float(late)
+                collection_metrics["late_from_earlier_rounds"] = float(len(late))
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
@@ -352,14 +352,16 @@ class Coordinator:
                 **collection_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
-            # Simulated rounds only (a deployment's are not recorded yet): a deployed round
-            # stops pulling replies once it closes, so a worker answering just after the
-            # close would be recorded as missing, then as slow, for a reply that did come.
+            # A deployed round stops listening at its close: who was still computing is
+            # missing here, until its reply comes in a later round (late_responses).
             responses=round_responses(
                 collection, tasks, clients=self._client_ids, answered=intake.arrived_at
             )
-            if collection is not None and intake is not None and simulated
+            if collection is not None and intake is not None
             else (),
+            late_responses=tuple(
+                LateResponse(r.round, r.worker, r.seconds) for r in late if 0 < r.round < t
+            ),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
@@ -573,7 +575,7 @@ class Coordinator:
 
     def _exchange(
         self, tasks: Mapping[int, Task], intake: Intake | None = None
-    ) -> tuple[list[Reply], int, list[Rejection], int]:
+    ) -> tuple[list[Reply], int, list[Rejection], list[LateReply]]:
         """Exchange the round's tasks; workers that lost track get the full state once.
 
         With an ``intake`` the transport hands it each reply as it arrives and stops
@@ -581,14 +583,14 @@ class Coordinator:
         clock. It goes out even when the round is closed already (what they answer then
         comes after the close): a worker that lost the model would otherwise ask for it
         every round, never be sent it under a policy that closes before its slowest
-        worker, and be missing for good. The last number is how many replies to an
-        earlier round came during this one, after it had closed.
+        worker, and be missing for good. Last come the replies to earlier rounds that
+        came during this one, after their rounds had closed.
         """
         started = time.monotonic()
         first = self._send(list(tasks.values()), self.channel.downlink(), intake, 0.0)
         replies = [r for r in first.replies if not r.need_sync]
         bytes_down, malformed = first.bytes_down, list(first.malformed)
-        late = len(first.late)
+        late = list(first.late)
         lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
         if lost:
             elapsed = time.monotonic() - started
@@ -602,7 +604,7 @@ class Coordinator:
                     replies.append(reply)
             bytes_down += second.bytes_down
             malformed.extend(second.malformed)
-            late += len(second.late)
+            late.extend(second.late)
         return replies, bytes_down, malformed, late
 
     def _send(

@@ -26,6 +26,8 @@ class LateReply:
     worker: int
     seconds: float
     """How long after its task went out it came."""
+    round: int
+    """The round its task was of."""
 
 
 @dataclass(frozen=True)

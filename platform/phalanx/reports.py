@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phalanx.agreement_record import AgreementRecord
 from phalanx.english_list import name_numbers
 from phalanx.event_kinds import FAULT_KINDS, EventKind
-from phalanx.response_times import WorkerResponse
+from phalanx.response_times import LateResponse, WorkerResponse
 
 if TYPE_CHECKING:
     from phalanx.detection import Verdict
@@ -34,8 +34,10 @@ class RoundReport:
     ``agreement`` records the round's agreement graph as detection saw it
     (:mod:`phalanx.agreement_record`), so that whoever shows the round only draws it.
     ``responses`` holds each dispatched worker's response time
-    (:mod:`phalanx.response_times`) when the systems model timed the round; it is
-    empty otherwise (real arrival times in a deployment are not measured yet).
+    (:mod:`phalanx.response_times`) when the round was timed (by the systems model,
+    or by real arrival times in a deployment); it is empty otherwise.
+    ``late_responses`` are the replies to earlier rounds that came during this one,
+    after their rounds closed: each turns that round's ``missing`` response ``late``.
     """
 
     round: int
@@ -55,6 +57,7 @@ class RoundReport:
     metrics: dict[str, float] = field(default_factory=dict)
     agreement: AgreementRecord | None = None
     responses: tuple[WorkerResponse, ...] = ()
+    late_responses: tuple[LateResponse, ...] = ()
 
     @property
     def duration_s(self) -> float:

@@ -38,8 +38,16 @@ are late every round without being slow, and under ``all``, which waits for
 everyone, nobody is late while a straggler still holds every round up; both
 are judged by how long they took. A missing reply counts as slower than any.
 
-Real arrival times in a deployment are not measured yet: only simulated rounds
-(``systems.enabled``) have responses.
+Simulated rounds (``systems.enabled``) are timed by the systems model; deployed
+rounds by real arrival times. A deployed round stops listening once its policy
+closes it, so a worker still computing is ``missing`` when the round is recorded;
+a reply that then comes during one of the next rounds (the transport recognises
+replies to its last eight exchanges, :data:`phalanx.flower.transport.LATE_WINDOW`)
+is a :class:`LateResponse`, recorded onto that round's response, which becomes
+``late`` with its time. A reply that never comes, or comes after the run ended,
+stays ``missing``. The time of a late reply is counted from when its task went
+out: for a worker that lost the model and was sent it again mid-round, from that
+second sending.
 """
 
 from __future__ import annotations
@@ -109,6 +117,40 @@ class WorkerResponse:
             raise ValueError(f"a response's time must be finite and >= 0, got {self.seconds!r}")
 
 
+@dataclass(frozen=True)
+class LateResponse:
+    """A reply to an earlier round that came after that round had closed (deployed rounds).
+
+    Parameters
+    ----------
+    round : int
+        The round whose task it answered.
+    worker : int
+        The worker.
+    seconds : float
+        How long after its task went out it came.
+    """
+
+    round: int
+    worker: int
+    seconds: float
+
+    def __post_init__(self) -> None:
+        # The transport's clock, never the worker's: a bad value is the host's bug.
+        for name in ("round", "worker"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"a late response's {name} must be an int >= 0, got {value!r}")
+        if isinstance(self.seconds, bool) or not (
+            isinstance(self.seconds, int | float)
+            and math.isfinite(self.seconds)
+            and self.seconds >= 0
+        ):
+            raise ValueError(
+                f"a late response's time must be finite and >= 0, got {self.seconds!r}"
+            )
+
+
 def round_responses(
     collection: Collection,
     dispatched: Iterable[int],
@@ -158,6 +200,37 @@ def round_responses(
             status: ResponseStatus = "late" if after else "kept"
             responses.append(WorkerResponse(worker, seconds, status, client))
     return tuple(responses)
+
+
+def settle_late(
+    responses: Iterable[tuple[int, WorkerResponse]], late: Iterable[LateResponse]
+) -> list[tuple[int, WorkerResponse]]:
+    """Return a run's responses with each late reply recorded onto its round, as the store does.
+
+    Parameters
+    ----------
+    responses : iterable of (int, WorkerResponse)
+        Responses with their round numbers.
+    late : iterable of LateResponse
+        Replies that came after their rounds closed. Each turns its round's
+        ``missing`` response of that worker ``late``, with its time; one that matches
+        no missing response changes nothing.
+
+    Returns
+    -------
+    list of (int, WorkerResponse)
+        In the order given.
+    """
+    came: dict[tuple[int, int], float] = {}
+    for r in late:  # the first of two for one response counts, as in the store
+        came.setdefault((r.round, r.worker), r.seconds)
+    settled = []
+    for t, response in responses:
+        seconds = came.get((t, response.worker))
+        if response.status == "missing" and seconds is not None:
+            response = WorkerResponse(response.worker, seconds, "late", response.client_id)
+        settled.append((t, response))
+    return settled
 
 
 def median(values: Iterable[float]) -> float | None:

@@ -15,6 +15,7 @@ from phalanx.config import RunConfig
 from phalanx.plan import round_assignment
 from phalanx.replies import Reply
 from phalanx.reports import RoundReport
+from phalanx.response_times import LateResponse, settle_late
 from phalanx.runs import execute_run
 from phalanx_clients.inprocess import InProcessTransport, Tamper
 from tests.support.coordinator_runs import RUN_ID, FakeSink, transport
@@ -49,9 +50,31 @@ def test_without_a_policy_a_deployed_round_waits_for_every_reply() -> None:
     assert all(timed.listened)
     for report in sink.reports:
         assert SLOW_WORKER in replied(report) and report.metrics["collected_s"] == SLOW_S
-        # Deployments record no response times yet: a reply just after a close would
-        # look like none.
-        assert report.responses == ()
+        times = {r.worker: (r.seconds, r.status) for r in report.responses}
+        assert times == {w: (SLOW_S if w == SLOW_WORKER else 1.0, "kept") for w in range(7)}
+        assert report.late_responses == ()
+
+
+def test_a_reply_after_the_close_turns_its_rounds_missing_response_late() -> None:
+    # Worker 4 answers 50 s after its tasks go out; a quorum closes each round at 1 s.
+    sink, _ = run_timed(deployed(rounds=3, policy="quorum", m=2), {SLOW_WORKER: SLOW_S})
+    for report in sink.reports:
+        (slow,) = [r for r in report.responses if r.worker == SLOW_WORKER]
+        assert (slow.seconds, slow.status) == (None, "missing")
+    assert [r.late_responses for r in sink.reports] == [
+        (),
+        (LateResponse(1, SLOW_WORKER, SLOW_S),),
+        (LateResponse(2, SLOW_WORKER, SLOW_S),),
+    ]
+    settled = settle_late(
+        ((r.round, x) for r in sink.reports for x in r.responses),
+        (late for r in sink.reports for late in r.late_responses),
+    )
+    assert [(t, x.seconds, x.status) for t, x in settled if x.worker == SLOW_WORKER] == [
+        (1, SLOW_S, "late"),
+        (2, SLOW_S, "late"),
+        (3, None, "missing"),  # the run ended before its reply came
+    ]
 
 
 def broken_data(config: RunConfig, worker: int) -> InProcessTransport:

@@ -17,7 +17,7 @@ from phalanx.event_kinds import EventKind
 from phalanx.exchange import Exchange, Listener
 from phalanx.replies import Reply, Task
 from phalanx.reports import RoundReport
-from phalanx.response_times import summarize
+from phalanx.response_times import settle_late, summarize
 from phalanx.runs import execute_run
 from phalanx_clients.inprocess import Tamper
 from tests.support.configs import small_config
@@ -152,9 +152,15 @@ def test_a_worker_just_beyond_the_kth_is_never_recorded_as_missing_or_slow() -> 
     # Workers 5 and 6 answer half a second after the fifth reply closes each round; the
     # Grid is no longer read by then. Before the fix a deployed round recorded them as
     # missing and soon as "sent no reply in 4 of its 4 rounds": slow, for replies that
-    # came. A deployment records no response times yet (as its pages and API say).
+    # came. Their replies, late, come during the next round and are recorded onto theirs.
     sink, _ = run_timed(deployed(rounds=4, policy="fastest_k", k=5), {5: 1.5, 6: 1.6})
     assert all(r.metrics["collected_s"] == 1.0 for r in sink.reports)
-    timed = summarize((r.round, x) for r in sink.reports for x in r.responses)
+    timed = summarize(
+        settle_late(
+            ((r.round, x) for r in sink.reports for x in r.responses),
+            (late for r in sink.reports for late in r.late_responses),
+        )
+    )
     assert timed.slow == ()
-    assert all(r.responses == () for r in sink.reports)
+    by_worker = {w.worker: w for w in timed.workers}
+    assert (by_worker[5].late, by_worker[5].missing) == (3, 1)  # the last round's never came

@@ -16,12 +16,14 @@ from phalanx.response_times import (
     SLOW_RATIO,
     SLOW_ROUNDS,
     WINDOW,
+    LateResponse,
     WorkerResponse,
     is_slow_round,
     median,
     p90,
     round_responses,
     seconds_text,
+    settle_late,
     summarize,
     summary_of,
     worker_history,
@@ -126,6 +128,40 @@ def test_a_response_refuses_a_negative_or_boolean_worker() -> None:
     for worker in (-1, True):
         with pytest.raises(ValueError, match="worker"):
             WorkerResponse(worker, 1.0, "kept")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"round": -1},
+        {"round": True},
+        {"worker": -3},
+        {"worker": 1.0},
+        {"seconds": math.nan},
+        {"seconds": -1.0},
+        {"seconds": math.inf},
+        {"seconds": False},
+        {"seconds": "3"},
+    ],
+)
+def test_a_late_response_refuses_values_no_transport_gives(fields: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="late response"):
+        LateResponse(**{"round": 1, "worker": 0, "seconds": 1.0, **fields})  # type: ignore[arg-type]
+
+
+def test_a_late_reply_settles_only_its_rounds_missing_response_the_first_one_counting() -> None:
+    responses = [
+        (1, WorkerResponse(0, None, "missing", "c0")),
+        (1, WorkerResponse(1, 2.0, "kept")),
+        (2, WorkerResponse(0, None, "missing", "c0")),
+    ]
+    late = [LateResponse(1, 0, 9.0), LateResponse(1, 0, 12.0), LateResponse(1, 1, 5.0)]
+
+    assert settle_late(responses, late) == [
+        (1, WorkerResponse(0, 9.0, "late", "c0")),
+        (1, WorkerResponse(1, 2.0, "kept")),
+        (2, WorkerResponse(0, None, "missing", "c0")),
+    ]
 
 
 # ----------------------------------------------------------- statistics

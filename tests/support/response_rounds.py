@@ -38,8 +38,9 @@ def seed_timed_run(
     name: str = "timed",
     straggler_name: str = HOSTILE_NAME,
     at: datetime | None = None,
+    simulated: bool = True,
 ) -> TimedRun:
-    """A run whose rounds the systems model timed, under ``fastest_k``.
+    """A run under ``fastest_k`` timed by the systems model (not ``simulated``: deployed).
 
     Workers 0..3 answer in 1 to 2.5 s and are kept; worker 4 (its client named
     ``straggler_name``) answers after about 41 s, late every round; worker 5 is
@@ -49,7 +50,11 @@ def seed_timed_run(
     start = at or datetime(2025, 1, 1, tzinfo=UTC)
     with sessions.begin() as session:
         run = runs.create_run(
-            session, name=name, config={"name": name, "rounds": num_rounds}, seed=1, now=start
+            session,
+            name=name,
+            config={"name": name, "rounds": num_rounds, "systems": {"enabled": simulated}},
+            seed=1,
+            now=start,
         )
         clients = {
             w: seed_client(session, straggler_name if w == 4 else f"{name}-worker-{w}")

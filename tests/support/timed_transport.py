@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
-from phalanx.exchange import Exchange, Listener
+from phalanx.exchange import Exchange, LateReply, Listener
 from phalanx.replies import Reply, Task
 from phalanx.runs import execute_run
 from phalanx_clients.inprocess import InProcessTransport, Tamper
@@ -21,7 +21,8 @@ class TimedTransport:
 
     With a listener it delivers replies in the order of their delays and stops as soon
     as the listener closes the round, as the Grid transport does; the replies still in
-    flight are never returned. Without one, every reply arrives.
+    flight come during the next exchange, which lists them as late, each at its delay.
+    Without one, every reply arrives.
 
     Parameters
     ----------
@@ -39,32 +40,39 @@ class TimedTransport:
     delays: Mapping[int, float]
     timeout_s: float | None = None
     listened: list[bool] = field(default_factory=list)
+    in_flight: list[LateReply] = field(default_factory=list)
 
     def exchange(
         self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
     ) -> Exchange:
         self.listened.append(listener is not None)
         computed = self.inner.exchange(tasks, downlink)
+        late, self.in_flight = self.in_flight, []
         if listener is None:
-            return computed
+            return replace(computed, late=late)
         events = sorted(
             [(self.delays.get(r.worker, 1.0), r.worker, r) for r in computed.replies]
             + [(self.delays.get(f.worker, 1.0), f.worker, f) for f in computed.malformed],
             key=lambda event: (event[0], event[1]),
         )
         delivered = []
-        for seconds, worker, outcome in events:
+        undelivered = len(events)
+        for index, (seconds, worker, outcome) in enumerate(events):
             if self.timeout_s is not None and seconds > self.timeout_s:
                 listener.closed(self.timeout_s)
+                undelivered = index
                 break
             if listener.closed(seconds):
+                undelivered = index
                 break
             if isinstance(outcome, Reply):
                 delivered.append(outcome)
                 listener.arrived(outcome, seconds)
             else:
                 listener.failed(worker, seconds)
-        return replace(computed, replies=delivered)
+        round_ = tasks[0].round if tasks else 0
+        self.in_flight = [LateReply(w, seconds, round_) for seconds, w, _ in events[undelivered:]]
+        return replace(computed, replies=delivered, late=late)
 
 
 def deployed(rounds: int = 2, **collect: object) -> RunConfig:

@@ -41,6 +41,8 @@ class ResponsePanel:
         The slow workers among ``rows``, to say why in words.
     total, num_slow : int
         Workers with responses, and how many of them are slow, in the whole run.
+    simulated : bool
+        Whether the times are of the systems model's clock (else real seconds).
     """
 
     median_s: float | None
@@ -48,10 +50,16 @@ class ResponsePanel:
     slow: tuple[WorkerTimes, ...]
     total: int
     num_slow: int
+    simulated: bool = False
 
 
-def response_panel(session: Session, run_id: str) -> ResponsePanel | None:
-    """Read a run's response times for its page; ``None`` when its rounds were not timed."""
+def response_panel(
+    session: Session, run_id: str, *, simulated: bool = False
+) -> ResponsePanel | None:
+    """Read a run's response times for its page; ``None`` when its rounds were not timed.
+
+    ``simulated``: the run's rounds were timed by the systems model, not by real arrivals.
+    """
     found = response_times.run_response_times(session, run_id)
     if not found.workers:
         return None
@@ -64,6 +72,7 @@ def response_panel(session: Session, run_id: str) -> ResponsePanel | None:
         slow=tuple(r for r in rows if r.summary.slow),
         total=len(found.workers),
         num_slow=len(found.slow),
+        simulated=simulated,
     )
 
 

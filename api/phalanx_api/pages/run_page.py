@@ -199,7 +199,9 @@ def run_page(session: Session, run_id: str) -> RunPage:
         latest=latest,
         simulation=_simulation(run),
         dropped=dropped,
-        responses=response_panel(session, run.id) if done else None,
+        responses=response_panel(session, run.id, simulated=_simulated_clock(run))
+        if done
+        else None,
     )
 
 
@@ -328,3 +330,10 @@ def tolerated_inputs(f: object) -> str:
     if f == "auto":
         return ", tolerating in each round the files that unproven liars could have supplied"
     return f", tolerating {f}" if f else ""
+
+
+def _simulated_clock(run: Run) -> bool:
+    """Whether the run's rounds were timed by the systems model (its stored config says)."""
+    config = run.config if isinstance(run.config, dict) else {}
+    systems = config.get("systems")
+    return isinstance(systems, dict) and systems.get("enabled") is True

@@ -58,9 +58,9 @@ class GridTransport:
         self.timeout = timeout
         self.poll_interval = poll_interval
         # Messages of the last LATE_WINDOW exchanges still unanswered when theirs
-        # returned, by id: (worker, when pushed, exchange). A reply to one that comes
-        # during a later exchange is late, and said so.
-        self._outstanding: dict[str, tuple[int, float, int]] = {}
+        # returned, by id: (worker, when pushed, exchange, round). A reply to one that
+        # comes during a later exchange is late, and said so.
+        self._outstanding: dict[str, tuple[int, float, int, int]] = {}
         self._exchanges = 0
 
     def exchange(
@@ -92,7 +92,8 @@ class GridTransport:
         earlier = {mid: seen for mid, seen in self._outstanding.items() if seen[2] >= oldest}
         sent = list(self.grid.push_messages(messages))
         started = time.monotonic()
-        worker_of_message = {mid: task.worker for mid, task in zip(sent, tasks, strict=True) if mid}
+        task_of_message = {mid: task for mid, task in zip(sent, tasks, strict=True) if mid}
+        worker_of_message = {mid: task.worker for mid, task in task_of_message.items()}
         replies: list[Reply] = []
         malformed: list[Rejection] = []
         late: list[LateReply] = []
@@ -102,8 +103,8 @@ class GridTransport:
             for message in self.grid.pull_messages([*pending, *earlier]):
                 mid = message.metadata.reply_to_message_id
                 if mid in earlier:
-                    worker, pushed, _ = earlier.pop(mid)
-                    late.append(LateReply(worker, time.monotonic() - pushed))
+                    worker, pushed, _, round_ = earlier.pop(mid)
+                    late.append(LateReply(worker, time.monotonic() - pushed, round_))
                     continue
                 if mid not in pending:
                     continue
@@ -127,7 +128,10 @@ class GridTransport:
                 listener.closed(time.monotonic() - started)
         self._outstanding = {
             **earlier,
-            **{mid: (worker_of_message[mid], started, self._exchanges) for mid in pending},
+            **{
+                mid: (worker_of_message[mid], started, self._exchanges, task_of_message[mid].round)
+                for mid in pending
+            },
         }
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed, late=late)
 

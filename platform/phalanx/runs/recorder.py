@@ -100,6 +100,7 @@ class StoreRecorder:
                     _round_data(report),
                     _event_data(report),
                     responses=report.responses,
+                    late_responses=report.late_responses,
                 )
                 checkpoints.save_checkpoint(
                     session, self.run_id, report.round, path=str(path.resolve()), digest=digest

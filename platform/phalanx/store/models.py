@@ -301,8 +301,10 @@ MAX_FINITE = "1.7976931348623157e308"
 class WorkerResponseRow(Base):
     """How long one dispatched worker's response to a round took; slow is not lying.
 
-    One row per worker given work in a round the systems model timed; none for
-    other rounds. ``seconds`` is null exactly for a missing response.
+    One row per worker given work in a timed round (by the systems model, or a
+    deployed round's real arrival times); none for other rounds. ``seconds`` is null
+    exactly for a missing response; a deployed round's missing response becomes
+    ``late`` when the reply comes during a later round.
     """
 
     __tablename__ = "worker_responses"

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from phalanx.response_times import WorkerResponse
+from phalanx.response_times import LateResponse, WorkerResponse
 from phalanx.store.errors import ConflictError, NotFoundError
 from phalanx.store.models import DetectionEvent, Round, Severity, WorkerResponseRow
 from phalanx.store.runs import get_run
@@ -168,6 +168,7 @@ def record_round(
     round_data: RoundData,
     events: Iterable[EventData] = (),
     responses: Iterable[WorkerResponse] = (),
+    late_responses: Iterable[LateResponse] = (),
 ) -> Round:
     """Write a finished round, its detection events and its workers' responses atomically.
 
@@ -186,6 +187,10 @@ def record_round(
     responses : Iterable[WorkerResponse]
         Each dispatched worker's response time (:mod:`phalanx.response_times`), one
         per worker; none when the round was not timed.
+    late_responses : Iterable[LateResponse]
+        Replies to earlier rounds that came during this one: each earlier round's
+        ``missing`` response of that worker becomes ``late``, with its time. One that
+        matches no missing response (its round was not timed) changes nothing.
 
     Returns
     -------
@@ -255,7 +260,30 @@ def record_round(
         if timed:
             # One executemany, not an ORM object per worker: a round may time 10,000.
             session.execute(insert(WorkerResponseRow), timed)
+        late = [
+            {"r_run": run_id, "r_round": r.round, "r_worker": r.worker, "r_seconds": r.seconds}
+            for r in late_responses
+            if r.round < round_data.number
+        ]
+        if late:
+            session.execute(_LATE_UPDATE, late)
     return row
+
+
+_RESPONSES = cast(Table, WorkerResponseRow.__table__)
+#: A missing response of an earlier round turned late, for one executemany.
+_LATE_UPDATE = (
+    update(_RESPONSES)
+    .where(
+        and_(
+            _RESPONSES.c.run_id == bindparam("r_run"),
+            _RESPONSES.c.round == bindparam("r_round"),
+            _RESPONSES.c.worker == bindparam("r_worker"),
+            _RESPONSES.c.status == "missing",
+        )
+    )
+    .values(status="late", seconds=bindparam("r_seconds"))
+)
 
 
 def get_round(session: Session, run_id: str, number: int) -> Round:

@@ -215,3 +215,8 @@ def test_a_reply_that_comes_after_its_round_closed_is_counted_late_and_never_jud
     assert [r.metrics["late_from_earlier_rounds"] for r in reports] == [0.0, 1.0, 1.0]
     assert [r.metrics["missing_replies"] for r in reports] == [1.0, 1.0, 1.0]
     assert all(r.flagged == () and r.rejected == () for r in reports)
+    # Recorded missing by its round, then late by the next, which heard its reply.
+    assert all(x.status == "missing" for r in reports for x in r.responses if x.worker == 3)
+    late = [[(x.round, x.worker) for x in r.late_responses] for r in reports]
+    assert late == [[], [(1, 3)], [(2, 3)]]
+    assert all(x.seconds >= 0 for r in reports for x in r.late_responses)

@@ -6,9 +6,11 @@ On a migrated SQLite and PostgreSQL database.
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from phalanx.response_times import LateResponse, WorkerResponse
 from phalanx.store import (
     ConflictError,
     EventKind,
@@ -20,6 +22,7 @@ from phalanx.store import (
     runs,
 )
 from phalanx.store.events import EventFilter
+from phalanx.store.models import WorkerResponseRow
 from phalanx.store.rounds import EventData
 from tests.support.store_rows import new_client, new_run, round_data
 
@@ -134,3 +137,46 @@ def test_round_data_refuses_impossible_values(field: str, value: int, message: s
 def test_event_data_refuses_a_kind_longer_than_the_column() -> None:
     with pytest.raises(ValueError, match="1 to 64"):
         EventData(kind="k" * 65, severity=Severity.LOW)
+
+
+def test_a_late_reply_turns_its_rounds_missing_response_late_and_nothing_else(
+    db_session: Session,
+) -> None:
+    run = new_run(db_session)
+    first = [
+        WorkerResponse(0, 1.0, "kept"),
+        WorkerResponse(1, None, "missing"),
+        WorkerResponse(2, None, "missing"),
+    ]
+    rounds.record_round(db_session, run.id, round_data(1), responses=first)
+    rounds.record_round(
+        db_session,
+        run.id,
+        round_data(2),
+        responses=[WorkerResponse(w, None, "missing") for w in range(3)],
+        late_responses=[
+            LateResponse(1, 1, 41.5),
+            LateResponse(1, 1, 99.0),  # a second for the same response: the first counts
+            LateResponse(1, 0, 7.0),  # its response was kept: nothing to change
+            LateResponse(2, 2, 3.0),  # this round's own: not a reply to an earlier one
+            LateResponse(1, 9, 5.0),  # a worker the round did not time
+        ],
+    )
+    db_session.commit()
+
+    stored = db_session.execute(
+        select(
+            WorkerResponseRow.round,
+            WorkerResponseRow.worker,
+            WorkerResponseRow.seconds,
+            WorkerResponseRow.status,
+        ).order_by(WorkerResponseRow.round, WorkerResponseRow.worker)
+    ).all()
+    assert [tuple(row) for row in stored] == [
+        (1, 0, 1.0, "kept"),
+        (1, 1, 41.5, "late"),
+        (1, 2, None, "missing"),
+        (2, 0, None, "missing"),
+        (2, 1, None, "missing"),
+        (2, 2, None, "missing"),
+    ]

@@ -39,6 +39,7 @@ def test_the_run_page_names_the_slow_workers_in_words_apart_from_detection(
     panel = section_of(page, "responses")
     assert 'data-responses="6" data-slow="2"' in panel
     assert "the run's median response is <strong data-median>2.0 s</strong>" in panel
+    assert "in seconds of the simulated clock" in panel
     escaped = str(escape(HOSTILE_NAME))
     assert f'<li data-slow-worker="4"><strong>Worker 4</strong> ({escaped}) took' in panel
     words = html.unescape(panel)
@@ -55,6 +56,19 @@ def test_the_run_page_names_the_slow_workers_in_words_apart_from_detection(
     assert escaped in page
     # Nothing about it among the flags or events of the round.
     assert 'ul class="latest"' not in page
+
+
+def test_a_deployed_runs_times_are_real_seconds_and_its_missing_replies_said_so(
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
+) -> None:
+    timed = seed_timed_run(fresh_sessions, simulated=False)
+    assert post_login(fresh_client, fresh_keys.viewer).status_code == 303
+
+    panel = section_of(fresh_client.get(f"/runs/{timed.run_id}", headers=HTML).text, "responses")
+
+    assert "simulated" not in panel
+    assert "in seconds since its task went out" in panel
+    assert "it never did while the run went on" in panel
 
 
 def test_the_live_panels_carry_the_response_times_too(
