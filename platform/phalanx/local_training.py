@@ -133,6 +133,9 @@ def train_locally(
     Returns
     -------
     LocalUpdate
+        Its update is returned as computed: training that diverges (a step size too
+        large for the data) gives NaN or Inf, which the caller checks before sending,
+        as honest workers check every update.
 
     Raises
     ------
