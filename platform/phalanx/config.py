@@ -22,6 +22,9 @@ from phalanx.breakdown import Rule, min_inputs, rule_inputs
 from phalanx.codec.config import CODEC_ONLY, CodecConfig
 from phalanx.collect.config import CollectConfig
 from phalanx.data_checks import MAX_CLASSES
+from phalanx.data_files import KNOWN_NUM_CLASSES
+from phalanx.data_mode import DataMode, LocalTrainingConfig
+from phalanx.partitions.config import PartitionConfig
 from phalanx.strict_numbers import NumbersNotBooleans
 from phalanx.systems.config import SystemsConfig
 
@@ -72,6 +75,22 @@ class DataConfig(_Section):
     eval_samples: int | None = Field(
         default=2000, ge=1, description="Test samples evaluated each round; None means all."
     )
+    mode: DataMode = Field(
+        default="assigned",
+        description="assigned: the coordinator assigns every worker its samples of one shared "
+        "dataset (redundant assignment); local: every client trains on its own data, r = 1 "
+        "(phalanx.data_mode).",
+    )
+    partition: PartitionConfig | None = Field(
+        default=None,
+        description="mode = 'local' in simulation: how the training split is divided among "
+        "the clients (null: iid).",
+    )
+    local: LocalTrainingConfig | None = Field(
+        default=None,
+        description="mode = 'local': how each client trains in a round (null: the defaults, "
+        "one epoch of SGD).",
+    )
 
     @field_validator("dataset")
     @classmethod
@@ -82,6 +101,33 @@ class DataConfig(_Section):
         raise ValueError(
             f"unknown dataset {name!r}; use 'fashion-mnist', 'digits', 'idx:DIR' or 'npz:PATH'"
         )
+
+    @model_validator(mode="after")
+    def _settings_of_the_mode(self) -> DataConfig:
+        if self.mode == "assigned":
+            given = [n for n in ("partition", "local") if getattr(self, n) is not None]
+            if given:
+                verb = "applies" if len(given) == 1 else "apply"
+                raise ValueError(
+                    f"data.{' and data.'.join(given)} {verb} to data.mode = 'local' only (each "
+                    "client training on its own data); set data.mode = 'local' or leave "
+                    f"{'it' if len(given) == 1 else 'them'} out"
+                )
+            return self
+        if "samples_per_file" in self.model_fields_set:
+            raise ValueError(
+                "data.samples_per_file sizes the files the coordinator assigns; in "
+                "data.mode = 'local' each client trains on its own data "
+                "(data.local.batch_size sets its minibatch)"
+            )
+        classes = self.num_classes or KNOWN_NUM_CLASSES.get(self.dataset)
+        wanted = self.partition.labels_per_client if self.partition else None
+        if classes is not None and wanted is not None and wanted > classes:
+            raise ValueError(
+                f"data.partition.labels_per_client={wanted} exceeds the {classes} classes of "
+                f"{self.dataset!r}"
+            )
+        return self
 
 
 class AssignmentConfig(_Section):
@@ -358,6 +404,8 @@ class RunConfig(_Section):
         r = self.assignment.r
         if r > k:
             raise ValueError(f"assignment.r={r} exceeds assignment.num_workers={k}")
+        if self.data.mode == "local":
+            self._check_local_mode()
         if self.assignment.scheme == "none" and r != 1:
             raise ValueError(f"assignment.scheme='none' needs assignment.r=1, got r={r}")
         if self.attack.q >= k:
@@ -391,6 +439,34 @@ class RunConfig(_Section):
                 f"{files} files{after}"
             )
         return self
+
+    def _check_local_mode(self) -> None:
+        a = self.assignment
+        if a.r > 1 or a.scheme != "none":
+            raise ValueError(
+                f"data.mode = 'local' needs assignment.scheme = 'none' and assignment.r = 1, "
+                f"got scheme={a.scheme!r}, r={a.r}: replicas of private data cannot be compared "
+                "(each client trains on its own samples, which no other client holds)"
+            )
+        moved = sorted({"local_steps", "local_lr"} & self.training.model_fields_set)
+        if moved:
+            raise ValueError(
+                f"training.{' and training.'.join(moved)} apply to assigned data; in "
+                "data.mode = 'local' a client's training is set by data.local (epochs or "
+                "steps, batch_size, lr, optimizer)"
+            )
+        if self.deployment.backend == "deployment" and self.data.partition is not None:
+            raise ValueError(
+                "data.partition divides a dataset among simulated clients; a deployed client "
+                "trains on the data its node config names (data-path)"
+            )
+        # Partitions, local training and FedAvg weighting exist (phalanx.partitions,
+        # phalanx.local_training, phalanx.aggregation.weighting); the round loop does not
+        # use them yet, so no run may claim to train on local data.
+        raise ValueError(
+            "data.mode = 'local': local data mode is not wired into runs yet (the coordinator "
+            "still assigns every worker its samples); use data.mode = 'assigned'"
+        )
 
     def _check_collection(self) -> None:
         policy = self.collect.policy

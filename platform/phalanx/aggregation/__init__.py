@@ -41,6 +41,8 @@ One rule family per module: :mod:`~phalanx.aggregation.averages` (mean, median,
 trimmed mean, median of means), :mod:`~phalanx.aggregation.weiszfeld` (geometric
 median), :mod:`~phalanx.aggregation.selection` (Krum, Multi-Krum, Bulyan),
 :mod:`~phalanx.aggregation.clipping` (centered clipping),
+:mod:`~phalanx.aggregation.weighting` (FedAvg's sample-weighted mean, and what
+each rule does with weights),
 :mod:`~phalanx.aggregation.preaggregators` (NNM, bucketing) and
 :mod:`~phalanx.aggregation.registry` (the tables and `aggregate`); the kernels live in
 :mod:`~phalanx.aggregation.distances` (Gram matrix, exact distances) and
@@ -62,6 +64,7 @@ from phalanx.aggregation.registry import (
     aggregate,
 )
 from phalanx.aggregation.selection import bulyan, krum, krum_scores, krum_selection, multi_krum
+from phalanx.aggregation.weighting import weighted_mean
 from phalanx.aggregation.weiszfeld import geometric_median
 from phalanx.breakdown import largest_f, min_inputs
 
@@ -88,4 +91,5 @@ __all__ = [
     "nearest_neighbor_mixing",
     "pairwise_sq_distances",
     "trimmed_mean",
+    "weighted_mean",
 ]

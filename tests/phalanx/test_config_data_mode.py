@@ -1,0 +1,175 @@
+"""The data mode of a run config: local data's settings checked, r > 1 refused, and no run yet.
+
+``data.mode = "local"`` has its partitions (``phalanx.partitions``), its local training
+(``phalanx.local_training``) and FedAvg's weighting (``phalanx.aggregation.weighting``), but the
+round loop does not use them yet: every local-mode config is refused, after its own checks,
+with a sentence that says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from phalanx.config import RunConfig, load_run_config
+from phalanx.validation_messages import one_line
+
+NOT_WIRED = "local data mode is not wired into runs yet"
+LOCAL: dict[str, Any] = {
+    "data": {"dataset": "digits", "model": "mlp", "mode": "local"},
+    "assignment": {"scheme": "none", "num_workers": 10, "r": 1},
+    "aggregation": {"rule": "mean"},
+}
+
+
+def local(**sections: dict[str, Any]) -> dict[str, Any]:
+    config = {key: dict(value) for key, value in LOCAL.items()}
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value}
+    return config
+
+
+def refusal(config: dict[str, Any]) -> str:
+    with pytest.raises(ValidationError) as raised:
+        RunConfig.model_validate(config)
+    return one_line(raised.value, RunConfig)
+
+
+def test_the_default_mode_is_assigned_data_and_configs_say_nothing_new() -> None:
+    config = RunConfig()
+
+    assert (config.data.mode, config.data.partition, config.data.local) == (
+        "assigned",
+        None,
+        None,
+    )
+    assert RunConfig.model_validate(config.model_dump(mode="json")) == config
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    [
+        {"scheme": "bibd", "num_workers": 7, "r": 3},
+        {"scheme": "none", "num_workers": 10, "r": 2},
+        {"scheme": "random", "num_workers": 10, "r": 3, "num_files": 10},
+        {"scheme": "groups", "num_workers": 10, "r": 2},
+    ],
+)
+def test_local_data_with_replicas_is_refused_because_they_cannot_be_compared(
+    assignment: dict[str, Any],
+) -> None:
+    message = refusal(local(assignment=assignment))
+
+    assert "replicas of private data cannot be compared" in message
+    assert "assignment.r = 1" in message
+    assert NOT_WIRED not in message
+
+
+def test_local_data_needs_the_scheme_none_even_at_r_1() -> None:
+    message = refusal(local(assignment={"scheme": "random", "r": 1, "num_files": 10}))
+
+    assert "data.mode = 'local' needs assignment.scheme = 'none'" in message
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"partition": {"kind": "dirichlet", "alpha": 0.3}},
+        {"partition": {"kind": "shards", "labels_per_client": 2, "seed": 4}},
+        {"partition": {"kind": "quantity", "alpha": 1.0, "min_partition_size": 5}},
+        {"local": {"epochs": 2, "batch_size": 16, "lr": 0.05, "optimizer": "momentum"}},
+    ],
+)
+def test_a_valid_local_config_is_refused_because_runs_do_not_use_local_data_yet(
+    data: dict[str, Any],
+) -> None:
+    message = refusal(local(data=data))
+
+    assert message == (
+        f"data.mode = 'local': {NOT_WIRED} (the coordinator still assigns every worker its "
+        "samples); use data.mode = 'assigned'"
+    )
+
+
+def test_a_local_config_file_is_read_and_refused_in_the_same_words(tmp_path: Path) -> None:
+    path = tmp_path / "local.toml"
+    path.write_text(
+        '[data]\ndataset = "digits"\nmode = "local"\n'
+        '[data.partition]\nkind = "dirichlet"\nalpha = 0.3\n'
+        '[data.local]\nsteps = 20\noptimizer = "adam"\n'
+        '[assignment]\nscheme = "none"\nnum_workers = 20\nr = 1\n'
+        '[aggregation]\nrule = "mean"\n'
+    )
+
+    with pytest.raises(ValidationError, match=NOT_WIRED):
+        load_run_config(path)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            {"data": {"partition": {"kind": "iid"}}},
+            "data: data.partition applies to data.mode = 'local' only",
+        ),
+        (
+            {"data": {"partition": {"kind": "iid"}, "local": {"epochs": 1}}},
+            "data.partition and data.local apply to data.mode = 'local' only",
+        ),
+        (local(data={"samples_per_file": 16}), "data.samples_per_file sizes the files"),
+        (
+            local(data={"partition": {"kind": "shards", "labels_per_client": 11}}),
+            "labels_per_client=11 exceeds the 10 classes of 'digits'",
+        ),
+        (
+            local(
+                data={
+                    "dataset": "npz:x.npz",
+                    "num_classes": 3,
+                    "partition": {"kind": "shards", "labels_per_client": 4},
+                }
+            ),
+            "labels_per_client=4 exceeds the 3 classes",
+        ),
+        (local(training={"local_steps": 5}), "training.local_steps apply to assigned data"),
+        (
+            local(training={"local_lr": 0.1, "local_steps": 2}),
+            "training.local_lr and training.local_steps apply to assigned data",
+        ),
+        (
+            local(
+                deployment={"backend": "deployment"},
+                data={"partition": {"kind": "dirichlet", "alpha": 1.0}},
+            ),
+            "a deployed client trains on the data its node config names (data-path)",
+        ),
+    ],
+)
+def test_settings_the_mode_would_not_read_are_refused_in_words(
+    config: dict[str, Any], expected: str
+) -> None:
+    assert expected in refusal(config)
+
+
+def test_a_deployed_local_run_without_a_partition_reaches_the_wiring_refusal() -> None:
+    assert NOT_WIRED in refusal(local(deployment={"backend": "deployment"}))
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"partition": {"kind": "dirichlet", "alpah": 0.3}}, "did you mean `alpha`?"),
+        ({"local": {"epoch": 2}}, "did you mean `epochs`?"),
+        ({"partition": {"kind": "dirichlet", "alpha": float("nan")}}, "data.partition.alpha"),
+        ({"partition": {"kind": "dirichlet", "alpha": -1}}, "data.partition.alpha"),
+        ({"partition": {"kind": "dirichlet", "alpha": True}}, "data.partition.alpha"),
+        ({"local": {"lr": float("inf")}}, "data.local.lr"),
+        ({"mode": "federated"}, "data.mode: Input should be 'assigned' or 'local'"),
+    ],
+)
+def test_hostile_or_misspelt_fields_are_named(data: dict[str, Any], expected: str) -> None:
+    assert expected in refusal(local(data=data))

@@ -1,0 +1,63 @@
+"""The data.local setting: one length of training, and each optimizer its own options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from phalanx.data_mode import DEFAULT_MOMENTUM, LocalTrainingConfig
+
+
+def test_the_default_is_one_epoch_of_plain_sgd() -> None:
+    config = LocalTrainingConfig()
+
+    assert (config.epochs, config.steps, config.optimizer) == (None, None, "sgd")
+    assert (config.batch_size, config.lr) == (32, 0.01)
+
+
+def test_momentum_defaults_for_the_momentum_optimizer() -> None:
+    assert LocalTrainingConfig(optimizer="momentum").momentum_value == DEFAULT_MOMENTUM
+    assert LocalTrainingConfig(optimizer="momentum", momentum=0.5).momentum_value == 0.5
+
+
+def test_epochs_and_steps_together_are_refused() -> None:
+    with pytest.raises(ValidationError, match="give epochs or steps, not both"):
+        LocalTrainingConfig(epochs=2, steps=10)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_momentum_for_another_optimizer_is_refused(optimizer: Any) -> None:
+    with pytest.raises(ValidationError, match="momentum is read by optimizer = 'momentum' only"):
+        LocalTrainingConfig(optimizer=optimizer, momentum=0.9)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("epochs", 0),
+        ("epochs", 1001),
+        ("epochs", True),
+        ("steps", 0),
+        ("steps", 1.5),
+        ("batch_size", 0),
+        ("batch_size", 10**9),
+        ("lr", 0.0),
+        ("lr", -0.1),
+        ("lr", float("nan")),
+        ("lr", float("inf")),
+        ("lr", 1e9),
+        ("optimizer", "sgdd"),
+        ("momentum", 1.0),
+        ("momentum", -0.1),
+    ],
+)
+def test_hostile_values_are_refused_with_the_field_named(field: str, value: Any) -> None:
+    given: dict[str, Any] = {field: value}
+    if field == "momentum":
+        given["optimizer"] = "momentum"
+
+    with pytest.raises(ValidationError) as raised:
+        LocalTrainingConfig.model_validate(given)
+    assert [error["loc"] for error in raised.value.errors()] == [(field,)]
