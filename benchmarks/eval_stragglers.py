@@ -36,15 +36,15 @@ one Flower run of 2 rounds, for ``quorum``). ``--workloads``, ``--profiles``,
 ``--attacks``, ``--policies`` and ``--only-transport`` run a part of the grid
 and merge its rows into the stored results, replacing the rows of the same
 runs; without ``all`` among the policies, the others are compared with the
-stored ``all`` runs (``--policies adaptive_k,bandit,group_fastest-lazy`` once
-the platform runs them). ``--report-only`` rewrites the report and the plots.
+stored ``all`` runs (e.g. ``--policies group_fastest-lazy``). ``--report-only``
+rewrites the report and the plots.
 
 Time: the quick grid (66 runs, 24 of them then refused at once, and one Flower
 run of 2 rounds with its twin) took 13 min in one process on two cores shared
 with other work (load average 7 to 12): about 14 s a CNN round and 2 s an MLP
-round. The full grid runs 48 CNN and 42 MLP runs of 30 rounds in-process (12
-more, lazy ``group_fastest``, are refused), 5 through Flower of 5 rounds and
-their twins. With a core per process (measured with half a core each: a CNN
+round. The full grid runs 48 CNN and 42 MLP runs of 30 rounds in-process (and
+12 of lazy ``group_fastest``, refused before the platform ran them), 5 through
+Flower of 5 rounds and their twins. With a core per process (measured with half a core each: a CNN
 round 7 s, an MLP round 2 s; so about 3.5 s and 1 s), that is about 105 min of
 runs, so about 70 to 80 min with ``--jobs 2`` on a quiet two-core machine, the
 Flower runs (some 8 min) included.

@@ -470,12 +470,6 @@ class RunConfig(_Section):
 
     def _check_collection(self) -> None:
         policy = self.collect.policy
-        if self.collect.group_selection == "lazy":
-            raise ValueError(
-                "collect.group_selection = 'lazy' (CADA's choice of groups) is not available "
-                "in runs yet: it needs each group's last accepted update carried across "
-                "rounds; use group_selection = 'all'"
-            )
         partial = [
             name
             for name, on in (

@@ -125,7 +125,12 @@ class Coordinator:
         )
         self._policy = CollectionPolicy.from_config(config.collect)
         # What adaptive_k and the bandit learn from round to round.
-        self._memory = PolicyMemory.start(config.collect, config.assignment.num_workers)
+        self._memory = PolicyMemory.start(
+            config.collect,
+            config.assignment.num_workers,
+            num_groups=self._base.num_files,
+            dim=params.numel(),
+        )
         # Simulated seconds of the rounds so far (the systems model's clock).
         self._simulated_s = 0.0
         self._across = LiarsAcrossRounds(
@@ -222,7 +227,7 @@ class Coordinator:
         ]
         tasks = {
             w: Task(self.run_id, t, nonce, w, assignment.files_of(w))
-            for w in sorted(self._memory.dispatch(candidates))
+            for w in sorted(self._memory.dispatch(candidates, assignment))
         }
         lap("assign")
 
@@ -299,7 +304,11 @@ class Coordinator:
         lap("detect")
 
         before = self.params.clone() if self._memory.follows_updates else None
-        step = self._step(t, verdict, replicas)
+        # Lazy G-CADA: the groups not waited for stand in with their last accepted update.
+        aggregated = self._memory.fill(verdict.accepted)
+        if self._memory.lazy is not None:
+            collection_metrics["stale_groups"] = float(len(aggregated) - len(verdict.accepted))
+        step = self._step(t, verdict, replicas, aggregated)
         overflowed: dict[int, tuple[str, str, dict[str, Any]]] = {
             w: (EventKind.OVERFLOW, "high", e) for w, e in step.overflowed.items()
         }
@@ -316,7 +325,7 @@ class Coordinator:
         self.optimizer.set_params(self.channel.commit(self.optimizer.params, t))
         if collection is not None:
             moved = self.params - before if before is not None and step.applied else None
-            self._memory.observe(collection, frozenset(tasks), moved)
+            self._memory.observe(collection, frozenset(tasks), moved, verdict.accepted)
         lap("aggregate")
 
         load_flat_(self.model, self.params)
@@ -461,13 +470,21 @@ class Coordinator:
                 "out; see the rounds' detection events"
             )
 
-    def _step(self, t: int, verdict: Verdict, replicas: Sequence[Replica]) -> _Step:
+    def _step(
+        self,
+        t: int,
+        verdict: Verdict,
+        replicas: Sequence[Replica],
+        aggregated: Mapping[int, Tensor],
+    ) -> _Step:
         """Aggregate the accepted files and apply the result, unless it would overflow.
 
+        ``aggregated`` is the verdict's accepted files, and lazy groups' stale ones.
         When the aggregate, or the optimiser state it leads to, is not finite, the
-        accepted updates of largest norm that cause it are left out (at most half of
-        them; see :func:`~phalanx.overflow.trace_overflow`), and every worker that sent
-        one of them is named.
+        stale updates are dropped first; then the accepted updates of largest norm that
+        cause it are left out (at most half of them; see
+        :func:`~phalanx.overflow.trace_overflow`), and every worker that sent one of
+        them is named.
 
         Raises
         ------
@@ -475,10 +492,10 @@ class Coordinator:
             When leaving out half of the updates is not enough: training diverged, or
             most accepted updates are crafted.
         """
-        files = sorted(verdict.accepted)
+        files = sorted(aggregated)
         if not files:
             return _Step(files=0, f_used=None, applied=False)
-        stacked = torch.stack([verdict.accepted[f] for f in files])
+        stacked = torch.stack([aggregated[f] for f in files])
         wanted = self._f_wanted(verdict)
         f_used = self._f_for(len(files), wanted)
         if f_used is None:
@@ -486,6 +503,8 @@ class Coordinator:
         update = self._aggregate(stacked, f_used, t)
         if all_finite(update) and self.optimizer.step_if_finite(update):
             return _Step(files=len(files), f_used=f_used, applied=True, f_wanted=wanted)
+        if len(aggregated) > len(verdict.accepted):  # no stale update is named a cause
+            return self._step(t, verdict, replicas, verdict.accepted)
 
         def fits(kept: Tensor) -> bool:
             f = self._f_for(len(kept), wanted)

@@ -1,10 +1,13 @@
 """What a collection policy carries from one round to the next.
 
-Two policies learn as a run goes on. ``adaptive_k`` waits for ``k`` workers and
+Three policies learn as a run goes on. ``adaptive_k`` waits for ``k`` workers and
 raises ``k`` when the global updates stop travelling (:mod:`~phalanx.collect.adaptive`):
 it needs this round's update beside the previous one. ``bandit`` gives work only
 to the ``k`` workers it expects to be fastest and learns their response times
-(:mod:`~phalanx.collect.bandit`). DropCompute's automatic compute budget is
+(:mod:`~phalanx.collect.bandit`). ``group_fastest`` with ``group_selection =
+"lazy"`` (G-CADA) gives work only to the groups CADA's rule selects and aggregates
+the others' last accepted updates in their place (:mod:`~phalanx.group_memory`).
+DropCompute's automatic compute budget is
 chosen from the compute times of the first rounds
 (:mod:`~phalanx.collect.dropcompute`). Every other policy decides each round from
 that round's arrivals alone.
@@ -24,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from phalanx.assignment import Assignment
 from phalanx.collect.adaptive import AdaptiveK, advance_k
 from phalanx.collect.bandit import BanditState, observe_times, select_workers
 from phalanx.collect.config import CollectConfig
@@ -31,6 +35,7 @@ from phalanx.collect.dropcompute import best_threshold
 from phalanx.collect.pieces import Collection
 from phalanx.faults import describe
 from phalanx.finite import all_finite
+from phalanx.group_memory import LazyGroups
 
 
 def response_times(collection: Collection, dispatched: Set[int]) -> dict[int, float]:
@@ -68,6 +73,12 @@ class PolicyMemory:
     measured : list
         DropCompute's warm-up: per round measured, each worker's cumulative compute
         times of its files, and the round's mean seconds outside compute.
+    lazy : LazyGroups, optional
+        G-CADA's memory of the groups (``None`` unless lazy ``group_fastest``).
+    dim : int
+        Parameters of the model (lazy groups' updates have as many).
+    selected : tuple of int, optional
+        The groups this round waits for (lazy ``group_fastest``), once dispatched.
     """
 
     config: CollectConfig
@@ -77,23 +88,51 @@ class PolicyMemory:
     last_update: Tensor | None = None
     budget_s: float | None = None
     measured: list[tuple[list[list[float]], float]] = field(default_factory=list)
+    lazy: LazyGroups | None = None
+    dim: int = 0
+    selected: tuple[int, ...] | None = None
 
     @classmethod
-    def start(cls, config: CollectConfig, num_workers: int) -> PolicyMemory:
-        """Return the memory of a run that has not begun."""
+    def start(
+        cls, config: CollectConfig, num_workers: int, *, num_groups: int = 0, dim: int = 0
+    ) -> PolicyMemory:
+        """Return the memory of a run that has not begun (``num_groups``: its files)."""
         chosen = config.parameters()
         adaptive = AdaptiveK(int(chosen["k"])) if config.policy == "adaptive_k" else None
         bandit = BanditState.fresh(num_workers) if config.policy == "bandit" else None
-        return cls(config, num_workers, adaptive, bandit, budget_s=config.compute_budget_s)
+        lazy = LazyGroups.fresh(num_groups) if chosen.get("group_selection") == "lazy" else None
+        return cls(
+            config,
+            num_workers,
+            adaptive,
+            bandit,
+            budget_s=config.compute_budget_s,
+            lazy=lazy,
+            dim=dim,
+        )
 
     @property
     def follows_updates(self) -> bool:
-        """Whether :meth:`observe` wants the round's global update (adaptive_k does)."""
-        return self.adaptive is not None
+        """Whether :meth:`observe` wants the round's global update (adaptive_k, lazy groups)."""
+        return self.adaptive is not None or self.lazy is not None
 
-    def dispatch(self, candidates: Iterable[int]) -> frozenset[int]:
-        """Return the workers given work this round, among ``candidates``."""
+    def dispatch(
+        self, candidates: Iterable[int], assignment: Assignment | None = None
+    ) -> frozenset[int]:
+        """Return the workers given work this round, among ``candidates``.
+
+        Lazy groups need the round's ``assignment``: the workers of each selected file.
+        """
         pool = frozenset(candidates)
+        if self.lazy is not None:
+            if assignment is None:
+                raise ValueError("lazy group selection needs the round's assignment")
+            chosen = self.config.parameters()
+            self.selected = self.lazy.select(
+                c=float(chosen["lazy_c"]), max_staleness=int(chosen["max_staleness"])
+            )
+            waited = {w for g in self.selected for w in assignment.workers_of(g)}
+            return pool & waited
         if self.bandit is None or not pool:
             return pool
         chosen = self.config.parameters()
@@ -107,8 +146,23 @@ class PolicyMemory:
         )
 
     def round_options(self) -> dict[str, Any]:
-        """Return the options this round's close rule takes from the state (adaptive_k's ``k``)."""
+        """Return the options this round's close rule takes from the state.
+
+        adaptive_k's ``k``; lazy groups' ``groups`` (after :meth:`dispatch`).
+        """
+        if self.lazy is not None and self.selected is not None:
+            return {"groups": self.selected}
         return {} if self.adaptive is None else {"k": self.adaptive.k}
+
+    def fill(self, accepted: Mapping[int, Tensor]) -> dict[int, Tensor]:
+        """Return the updates the round aggregates: ``accepted``, and lazy groups' stale ones.
+
+        A group lazy ``group_fastest`` did not select computed nothing this round; its
+        last accepted update stands in for it, as CADA aggregates every latest upload.
+        """
+        if self.lazy is None or self.selected is None:
+            return dict(accepted)
+        return self.lazy.fill(accepted, self.selected)
 
     def metrics(self) -> dict[str, float]:
         """Return what the state decided this round, for the round's report.
@@ -120,6 +174,8 @@ class PolicyMemory:
             decided["collect_k"] = float(self.adaptive.k)
         if self.config.drop_compute:
             decided["compute_budget_s"] = -1.0 if self.budget_s is None else self.budget_s
+        if self.lazy is not None and self.selected is not None:
+            decided["lazy_groups_selected"] = float(len(self.selected))
         return decided
 
     def measure(self, compute_s: Sequence[Sequence[float]], overhead_s: float) -> None:
@@ -143,7 +199,13 @@ class PolicyMemory:
                 self.budget_s = best_threshold(rounds, overhead)
             self.measured = []
 
-    def observe(self, collection: Collection, dispatched: Set[int], update: Tensor | None) -> None:
+    def observe(
+        self,
+        collection: Collection,
+        dispatched: Set[int],
+        update: Tensor | None,
+        accepted: Mapping[int, Tensor] | None = None,
+    ) -> None:
         """Learn from a closed round.
 
         Parameters
@@ -155,9 +217,14 @@ class PolicyMemory:
         update : Tensor, optional
             The global update the round applied; ``None`` when it applied none
             (adaptive_k then waits for a round that moves the model).
+        accepted : mapping of int to Tensor, optional
+            The files (groups) accepted this round, fresh, for lazy groups.
         """
         if self.bandit is not None and dispatched:
             self.bandit = observe_times(self.bandit, response_times(collection, dispatched))
+        if self.lazy is not None:
+            move = 0.0 if update is None else float(torch.sum(update.to(torch.float64) ** 2))
+            self.lazy.learn(accepted or {}, move)
         if self.adaptive is None or update is None:
             return
         flat = update.detach().reshape(-1).to(torch.float64)
@@ -174,8 +241,10 @@ class PolicyMemory:
         self.last_update = flat.clone()
 
     def state(self) -> dict[str, Any]:
-        """Return the state for a checkpoint: numbers, lists and at most one tensor."""
+        """Return the state for a checkpoint: numbers, lists and tensors."""
         state: dict[str, Any] = {}
+        if self.lazy is not None:
+            state["lazy"] = self.lazy.state()
         if self.adaptive is not None:
             state["adaptive"] = self.adaptive.state()
             if self.last_update is not None:
@@ -208,6 +277,8 @@ class PolicyMemory:
 
     def _restore(self, state: Mapping[str, Any]) -> None:
         """Take up ``state``; what a malformed one raises, :meth:`restore` words."""
+        if self.lazy is not None and "lazy" in state:
+            self.lazy = LazyGroups.restore(state["lazy"], len(self.lazy.last), self.dim)
         if self.adaptive is not None and "adaptive" in state:
             self.adaptive = AdaptiveK.restore(state["adaptive"])
             last = state.get("last_update")

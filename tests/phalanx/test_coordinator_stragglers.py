@@ -141,13 +141,53 @@ def test_adaptive_k_waits_for_more_workers_once_the_updates_turn_against_each_ot
     assert [r.metrics["collect_k"] for r in steady.reports] == [3.0] * 6
 
 
+def lazy_groups(rounds: int, c: float) -> RunConfig:
+    """Four groups of two workers, G-CADA choosing lazily which it waits for."""
+    return small_config(
+        rounds=rounds,
+        attack={"name": None, "q": 0},
+        systems={"enabled": True},
+        assignment={"scheme": "groups", "num_workers": 8, "r": 2},
+        collect={
+            "policy": "group_fastest",
+            "group_selection": "lazy",
+            "lazy_c": c,
+            "max_staleness": 3,
+        },
+    )
+
+
+def test_lazy_groups_skip_the_groups_that_barely_changed_and_reuse_their_last_update() -> None:
+    sink = run(lazy_groups(8, c=1.0))
+    selected = [r.metrics["lazy_groups_selected"] for r in sink.reports]
+    stale = [r.metrics["stale_groups"] for r in sink.reports]
+    assert selected[:2] == [4.0, 4.0]  # no group has two accepted updates yet
+    assert min(selected) < 4  # then some group is left to its last update
+    # Every group is in every round's aggregate, fresh or stale.
+    assert [a + b for a, b in zip(selected, stale, strict=True)] == [4.0] * 8
+    assert [r.metrics["dispatched_workers"] for r in sink.reports] == [2 * s for s in selected]
+    assert all(r.flagged == () and r.rejected == () for r in sink.reports)
+    assert sink.reports[-1].accuracy > sink.reports[0].accuracy + 0.3
+
+
+def test_a_round_that_waits_for_no_group_steps_on_the_stale_updates_alone() -> None:
+    # A laziness constant beyond any change: after two rounds every group is skipped
+    # until its last upload is max_staleness (3) rounds old.
+    sink = run(lazy_groups(6, c=1e6))
+    assert [r.metrics["lazy_groups_selected"] for r in sink.reports] == [4, 4, 0, 0, 4, 0]
+    idle = sink.reports[2]
+    assert (idle.metrics["dispatched_workers"], idle.metrics["stale_groups"]) == (0, 4)
+    assert idle.metrics["update_applied"] == 1.0 and idle.events == ()
+
+
 @pytest.mark.parametrize(
     "config",
     [
         adaptive_config(optimizer="sgd", server_lr=5.0, momentum=0.0),
         slow_honest(5, policy="bandit", k=4),
+        lazy_groups(6, c=1.0),
     ],
-    ids=["adaptive_k", "bandit"],
+    ids=["adaptive_k", "bandit", "lazy_groups"],
 )
 def test_a_resumed_run_carries_what_its_policy_learned(config: RunConfig) -> None:
     straight = run(config)
@@ -209,11 +249,8 @@ def test_a_resumed_run_keeps_its_compute_budget() -> None:
     [
         ({"collect": {"policy": "deadline", "deadline_s": 1.0}}, "set systems.enabled"),
         (
-            {
-                "systems": {"enabled": True},
-                "collect": {"policy": "group_fastest", "group_selection": "lazy"},
-            },
-            "not available in runs yet",
+            {"collect": {"policy": "group_fastest", "group_selection": "lazy"}},
+            "set systems.enabled",
         ),
         (
             {"deployment": {"backend": "deployment"}, "systems": {"enabled": True}},

