@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     ConfigDict,
     Field,
+    StrictBool,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -139,7 +140,7 @@ class AssignmentConfig(_Section):
     num_files: int | None = Field(
         default=None, ge=1, le=MAX_NUM_FILES, description="Only for the random scheme."
     )
-    relabel: bool = Field(default=True, description="Relabel workers at random every round.")
+    relabel: StrictBool = Field(default=True, description="Relabel workers at random every round.")
 
 
 class DetectionConfig(_Section):
@@ -158,7 +159,7 @@ class DetectionConfig(_Section):
         description="When largest agreeing groups tie: drop disputed files, or trust the "
         "per-file majority (Aspis, ByzShield).",
     )
-    across_rounds: bool = Field(
+    across_rounds: StrictBool = Field(
         default=True,
         description="Flag a worker once its disputes across the run's rounds prove it lies "
         "(phalanx.detection.disputes); benched like any flag (exclude_flagged_for).",

@@ -306,3 +306,28 @@ def test_num_classes_is_optional_and_bounded() -> None:
     assert RunConfig.model_validate({"data": {"num_classes": "100"}}).data.num_classes == 100
     for bad in (1, 1001):
         assert "data.num_classes" in _error({"data": {"num_classes": bad}}).replace("\n", ".")
+
+
+SWITCHES = [
+    ("assignment", "relabel"),
+    ("detection", "across_rounds"),
+    ("codec", "enabled"),
+    ("codec", "ternary"),
+    ("codec", "unbiased"),
+    ("codec", "error_feedback"),
+    ("collect", "drop_compute"),
+    ("systems", "enabled"),
+]
+
+
+@pytest.mark.parametrize("value", [1, 0, "true", "yes", 1.0], ids=repr)
+@pytest.mark.parametrize(("section", "name"), SWITCHES, ids=lambda s: str(s))
+def test_a_switch_takes_true_or_false_and_nothing_that_reads_as_one(
+    section: str, name: str, value: object
+) -> None:
+    # `relabel = 1` once passed as true: a typo for a number must not turn a switch.
+    with pytest.raises(ValidationError, match=f"{section}.{name}"):
+        RunConfig.model_validate({section: {name: value}})
+    assert (
+        getattr(getattr(RunConfig.model_validate({section: {name: False}}), section), name) is False
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, ValidationInfo, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from phalanx.strict_numbers import NumbersNotBooleans
@@ -138,7 +138,7 @@ class CodecConfig(NumbersNotBooleans):
         },
     )
 
-    enabled: bool = False
+    enabled: StrictBool = False
     rd_lambda: float = Field(
         default=0.1,
         gt=0.0,
@@ -160,8 +160,8 @@ class CodecConfig(NumbersNotBooleans):
         description="Relative to scale; distinct. Empty disables the uniform quantizer "
         "(then ternary must be on).",
     )
-    ternary: bool = True
-    unbiased: bool = Field(
+    ternary: StrictBool = True
+    unbiased: StrictBool = Field(
         default=False,
         description="Uplink only: round the workers' updates stochastically (seeded, so "
         "replicas agree) so that each decoded update is an unbiased estimate and the errors "
@@ -204,7 +204,7 @@ class CodecConfig(NumbersNotBooleans):
         le=16.0,
         description="Rounding step of the low-rank factors, in multiples of each factor's RMS.",
     )
-    error_feedback: bool = Field(
+    error_feedback: StrictBool = Field(
         default=False,
         description="Carry quantization error (r = 1 runs only). With unbiased, only the "
         "error of layers sent without stochastic rounding (low-rank, censored) is carried.",
@@ -217,9 +217,9 @@ class CodecConfig(NumbersNotBooleans):
         min_length=1,
         exclude=True,
     )
-    downlink_error_feedback: SkipJsonSchema[bool] = Field(default=True, exclude=True)
+    downlink_error_feedback: SkipJsonSchema[StrictBool] = Field(default=True, exclude=True)
     momentum: SkipJsonSchema[float] = Field(default=0.9, ge=0.0, lt=1.0, exclude=True)
-    fit_gain: SkipJsonSchema[bool] = Field(default=True, exclude=True)
+    fit_gain: SkipJsonSchema[StrictBool] = Field(default=True, exclude=True)
     rd_sample_size: SkipJsonSchema[int] = Field(default=16384, ge=0, exclude=True)
 
     @field_validator("predictors", "step_sizes")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, StrictBool, model_validator
 
 from phalanx.strict_numbers import NumbersNotBooleans
 
@@ -125,7 +125,7 @@ class CollectConfig(NumbersNotBooleans):
         "each file goes out as soon as it is computed, so a straggler's finished files count "
         "(null: per_reply).",
     )
-    drop_compute: bool | None = Field(
+    drop_compute: StrictBool | None = Field(
         default=None,
         strict=True,
         description="DropCompute: a worker stops computing once its compute time passes the "

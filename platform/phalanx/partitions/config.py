@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, StrictBool, model_validator
 
 from phalanx.data_checks import MAX_CLASSES
 from phalanx.strict_numbers import NumbersNotBooleans
@@ -77,7 +77,7 @@ class PartitionConfig(NumbersNotBooleans):
         description="dirichlet, quantity: fewest samples a client may hold; the draw is "
         "repeated until it holds (null: 10).",
     )
-    self_balancing: bool | None = Field(
+    self_balancing: StrictBool | None = Field(
         default=None,
         description="dirichlet: give no more samples to a client above the average (null: false).",
     )

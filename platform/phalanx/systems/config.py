@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from phalanx.strict_numbers import NumbersNotBooleans
 
@@ -66,7 +66,7 @@ class SystemsConfig(NumbersNotBooleans):
         },
     )
 
-    enabled: bool = Field(
+    enabled: StrictBool = Field(
         default=False,
         description="Simulate each reply's arrival time from this model (simulation only).",
     )
