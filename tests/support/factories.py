@@ -252,3 +252,12 @@ def seed_run_with_events(
                 ],
             )
         return run.id, client_ids
+
+
+def launch(operator: tuple[TestClient, dict[str, str]], body: str) -> tuple[int, str]:
+    """POST ``body`` (raw JSON text) to /api/v1/runs as the operator; the status and the text."""
+    client, headers = operator
+    answer = client.post(
+        "/api/v1/runs", content=body, headers={**headers, "Content-Type": "application/json"}
+    )
+    return answer.status_code, answer.text

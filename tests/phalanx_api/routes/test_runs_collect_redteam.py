@@ -10,38 +10,12 @@ These attacks held on the code as it was; they stay as tests.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
-from fastapi import FastAPI
-from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx_api.main import create_app
-from phalanx_api.settings import ApiSettings
-from tests.support.factories import TestClient, bearer, make_keys
+from tests.support.factories import TestClient, launch
 
 SIMULATED = '"systems": {"enabled": true}'
-
-
-@pytest.fixture(scope="module")
-def app(api_settings: ApiSettings) -> FastAPI:
-    return create_app(api_settings)
-
-
-@pytest.fixture(scope="module")
-def operator(app: FastAPI) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    sessions: sessionmaker[Session] = app.state.phalanx.sessions
-    keys = make_keys(sessions)
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client, bearer(keys.operator)
-
-
-def launch(operator: tuple[TestClient, dict[str, str]], body: str) -> tuple[int, str]:
-    client, headers = operator
-    answer = client.post(
-        "/api/v1/runs", content=body, headers={**headers, "Content-Type": "application/json"}
-    )
-    return answer.status_code, answer.text
 
 
 HOSTILE_VALUES = [

@@ -9,16 +9,14 @@ host's files) turns them red.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx_api.main import create_app
 from phalanx_api.settings import ApiSettings
-from tests.support.factories import TestClient, bearer, make_keys
+from tests.support.factories import TestClient, launch
 
 
 @pytest.fixture(scope="module")
@@ -29,26 +27,10 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def hostile_app(api_settings: ApiSettings, datasets: Path) -> FastAPI:
+def app(api_settings: ApiSettings, datasets: Path) -> FastAPI:
     return create_app(
         api_settings.model_copy(update={"api_allow_attacks": True, "datasets_dir": datasets})
     )
-
-
-@pytest.fixture(scope="module")
-def operator(hostile_app: FastAPI) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    sessions: sessionmaker[Session] = hostile_app.state.phalanx.sessions
-    keys = make_keys(sessions)
-    with TestClient(hostile_app, raise_server_exceptions=False) as client:
-        yield client, bearer(keys.operator)
-
-
-def launch(operator: tuple[TestClient, dict[str, str]], body: str) -> tuple[int, str]:
-    client, headers = operator
-    answer = client.post(
-        "/api/v1/runs", content=body, headers={**headers, "Content-Type": "application/json"}
-    )
-    return answer.status_code, answer.text
 
 
 def test_the_code_execution_payload_is_refused_and_runs_nothing(
