@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from phalanx.assignment import count_files
+from phalanx.asynchronous.config import AsynchronousConfig
 from phalanx.attack_plugins import installed_attacks, is_reference
 from phalanx.breakdown import Rule, min_inputs, rule_inputs
 from phalanx.codec.config import CODEC_ONLY, CodecConfig
@@ -380,6 +381,7 @@ class RunConfig(_Section):
     deployment: DeploymentConfig = DeploymentConfig()
     systems: SystemsConfig = SystemsConfig()
     collect: CollectConfig = CollectConfig()
+    asynchronous: AsynchronousConfig = AsynchronousConfig()
 
     @field_validator("codec", mode="before")
     @classmethod
@@ -422,6 +424,7 @@ class RunConfig(_Section):
                 "a deployed client turns Byzantine with PHALANX_BYZANTINE"
             )
         self._check_collection()
+        self._check_asynchronous()
         if self.attack.q > 0 and self.attack.name is None:
             raise ValueError("attack.q > 0 needs attack.name (e.g. 'alie')")
         try:
@@ -430,14 +433,20 @@ class RunConfig(_Section):
             raise ValueError(f"assignment: {exc}") from exc
         agg = self.aggregation
         needed = min_inputs(agg.rule, 0 if agg.f == "auto" else agg.f, agg.options)
-        rows = rule_inputs(files, agg.pre, agg.pre_options)
+        buffered = self.asynchronous.enabled
+        inputs = self.asynchronous.buffer_size if buffered else files
+        rows = rule_inputs(inputs, agg.pre, agg.pre_options)
         if rows < needed:
             given = "".join(f", {key}={value}" for key, value in sorted(agg.options.items()))
-            after = f" ({rows} buckets after bucketing)" if rows != files else ""
+            after = f" ({rows} buckets after bucketing)" if rows != inputs else ""
+            has = (
+                f"asynchronous.buffer_size is {inputs}"
+                if buffered
+                else f"the {self.assignment.scheme} assignment has {files} files"
+            )
             raise ValueError(
                 f"aggregation.rule={agg.rule!r} with aggregation.f={agg.f}{given} needs at "
-                f"least {needed} inputs per round; the {self.assignment.scheme} assignment has "
-                f"{files} files{after}"
+                f"least {needed} inputs per round; {has}{after}"
             )
         return self
 
@@ -468,6 +477,44 @@ class RunConfig(_Section):
             "data.mode = 'local': local data mode is not wired into runs yet (the coordinator "
             "still assigns every worker its samples); use data.mode = 'assigned'"
         )
+
+    def _check_asynchronous(self) -> None:
+        """Refuse what asynchronous mode cannot do, each with the reason."""
+        if not self.asynchronous.enabled:
+            return
+        r = self.assignment.r
+        if r != 1:
+            raise ValueError(
+                f"asynchronous.enabled needs assignment.r = 1 (scheme 'none'), got r = {r}: "
+                "in asynchronous mode each worker computes on the model version it was given, "
+                "and replicas of one file computed on different versions cannot be compared, "
+                "so redundancy would cost work and catch no liar; detection is outlier "
+                "screening per buffer instead (detection.outlier_threshold)"
+            )
+        if self.deployment.backend == "deployment":
+            raise ValueError(
+                "asynchronous.enabled is not available in a deployment yet: it runs in "
+                "simulation, on the systems model's clock; use deployment.backend = "
+                "'simulation'"
+            )
+        if not self.systems.enabled:
+            raise ValueError(
+                "asynchronous.enabled needs each worker's arrival times, which a simulation "
+                "takes from the systems model: set systems.enabled = true"
+            )
+        collect = self.collect
+        if collect != CollectConfig():
+            raise ValueError(
+                "collect settings decide when a synchronous round closes; asynchronous mode "
+                "has no such round (the model moves every asynchronous.buffer_size arrivals): "
+                "remove the collect section"
+            )
+        if self.codec.enabled:
+            raise ValueError(
+                "codec.enabled is not available with asynchronous.enabled: predictive coding "
+                "predicts from the history of global updates both ends share, and workers on "
+                "different model versions hold different histories; turn the codec off"
+            )
 
     def _check_collection(self) -> None:
         policy = self.collect.policy

@@ -148,7 +148,16 @@ class Coordinator:
 
     def restore(self, checkpoint: bytes) -> None:
         """Continue from a checkpoint written by an earlier run of the same config."""
-        state = torch.load(io.BytesIO(checkpoint), weights_only=True)
+        self._restore_state(torch.load(io.BytesIO(checkpoint), weights_only=True))
+
+    def checkpoint(self) -> bytes:
+        """Serialise everything the next round depends on."""
+        buffer = io.BytesIO()
+        torch.save(self._checkpoint_state(), buffer)
+        return buffer.getvalue()
+
+    def _restore_state(self, state: dict[str, Any]) -> None:
+        """Take up the state :meth:`_checkpoint_state` saved."""
         self.optimizer.load_state_dict(state["optimizer"])
         self._benched = {int(w): int(t) for w, t in state.get("benched", {}).items()}
         self._idle_rounds = int(state.get("idle_rounds", 0))
@@ -160,23 +169,18 @@ class Coordinator:
         channel = {k: v.numpy() for k, v in state["channel"].items()}
         self.channel.restore(channel, self.params)
 
-    def checkpoint(self) -> bytes:
-        """Serialise everything the next round depends on."""
-        buffer = io.BytesIO()
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """Return everything the next round depends on, as ``torch.save`` can store it."""
         channel = {k: torch.from_numpy(v) for k, v in self.channel.state().items()}
-        torch.save(
-            {
-                "optimizer": self.optimizer.state_dict(),
-                "channel": channel,
-                "benched": dict(self._benched),
-                "idle_rounds": self._idle_rounds,
-                "across_rounds": self._across.state(),
-                "simulated_s": self._simulated_s,
-                "collect": self._memory.state(),
-            },
-            buffer,
-        )
-        return buffer.getvalue()
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "channel": channel,
+            "benched": dict(self._benched),
+            "idle_rounds": self._idle_rounds,
+            "across_rounds": self._across.state(),
+            "simulated_s": self._simulated_s,
+            "collect": self._memory.state(),
+        }
 
     def run(
         self,
@@ -328,9 +332,7 @@ class Coordinator:
             self._memory.observe(collection, frozenset(tasks), moved, verdict.accepted)
         lap("aggregate")
 
-        load_flat_(self.model, self.params)
-        eval_set = self._eval_set(final=t == self.config.rounds)
-        loss, accuracy = evaluate(self.model, eval_set)
+        loss, accuracy, evaluated = self._evaluate(t)
         lap("evaluate")
 
         report = RoundReport(
@@ -349,14 +351,8 @@ class Coordinator:
             assignment=_assignment_summary(assignment),
             model_digest=model_digest(self.params),
             metrics={
-                "accepted_files": float(step.files),
-                "eval_samples": float(len(eval_set.y)),
-                # -1: too few accepted files for the rule; the model did not move.
-                "f_used": float(-1 if step.f_used is None else step.f_used),
-                # What the round asked of the rule (-1: no accepted file); f_used is less
-                # when the rule cannot tolerate that many of the accepted files.
-                "f_wanted": float(-1 if step.f_wanted is None else step.f_wanted),
-                "update_applied": float(step.applied),
+                **step.metrics(),
+                "eval_samples": float(evaluated),
                 "benched_workers": float(len(benched)),
                 **collection_metrics,
             },
@@ -634,6 +630,13 @@ class Coordinator:
             return self.transport.exchange(tasks, downlink)
         return self.transport.exchange(tasks, downlink, _Offset(intake, offset))
 
+    def _evaluate(self, t: int) -> tuple[float, float, int]:
+        """Evaluate the model after round ``t``: loss, accuracy and the samples evaluated."""
+        load_flat_(self.model, self.params)
+        eval_set = self._eval_set(final=t == self.config.rounds)
+        loss, accuracy = evaluate(self.model, eval_set)
+        return loss, accuracy, len(eval_set.y)
+
     def _eval_set(self, *, final: bool) -> ImageDataset:
         n = self.config.data.eval_samples
         if final or n is None or n >= len(self.test_set.y):
@@ -673,6 +676,18 @@ class _Step:
     f_wanted: int | None = None
     overflowed: Mapping[int, dict[str, Any]] = field(default_factory=dict)
     left_out: tuple[int, ...] = ()
+
+    def metrics(self) -> dict[str, float]:
+        """Return what a round reports of its step."""
+        return {
+            "accepted_files": float(self.files),
+            # -1: too few accepted files for the rule; the model did not move.
+            "f_used": float(-1 if self.f_used is None else self.f_used),
+            # What the round asked of the rule (-1: no accepted file); f_used is less
+            # when the rule cannot tolerate that many of the accepted files.
+            "f_wanted": float(-1 if self.f_wanted is None else self.f_wanted),
+            "update_applied": float(self.applied),
+        }
 
 
 def _assignment_summary(assignment: Assignment) -> dict[str, object]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import torch
@@ -44,6 +47,27 @@ class ServerOptimizer:
         self.param.grad = update.detach().to(torch.float32).clone()
         self.optimizer.step()
         self.param.grad = None
+
+    @contextmanager
+    def scaled_lr(self, factor: float) -> Iterator[None]:
+        """Within the block, step with the learning rate times ``factor``.
+
+        The learning rate in force when the block began comes back when it ends (also
+        in any state saved and restored within it), so a checkpoint never holds the
+        scaled one. Asynchronous mode's staleness-scaled step size uses it: scaling the
+        update instead would do nothing under Adam, which normalises it away.
+        """
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"a learning-rate factor must be finite and > 0, got {factor!r}")
+        groups = self.optimizer.param_groups
+        base = [group["lr"] for group in groups]
+        for group, lr in zip(groups, base, strict=True):
+            group["lr"] = lr * factor
+        try:
+            yield
+        finally:
+            for group, lr in zip(self.optimizer.param_groups, base, strict=True):
+                group["lr"] = lr
 
     def step_if_finite(self, update: Tensor) -> bool:
         """Apply ``update`` unless the parameters or the optimiser's state would overflow.

@@ -36,3 +36,30 @@ def test_sgd_refuses_a_step_that_leaves_the_parameters_infinite() -> None:
     optimizer = ServerOptimizer(torch.full((2,), 3.0e38), kind="sgd", lr=1.0, momentum=0.0)
     assert not optimizer.step_if_finite(torch.full((2,), -3.0e38))
     assert torch.equal(optimizer.params, torch.full((2,), 3.0e38))
+
+
+def test_a_scaled_learning_rate_steps_that_much_shorter_and_then_comes_back() -> None:
+    opt = ServerOptimizer(torch.zeros(3), kind="sgd", lr=0.5, momentum=0.0)
+    with opt.scaled_lr(0.25):
+        opt.step(torch.ones(3))
+        assert opt.state_dict()["optimizer"]["param_groups"][0]["lr"] == 0.125
+    assert torch.allclose(opt.params, torch.full((3,), -0.125))
+    assert opt.state_dict()["optimizer"]["param_groups"][0]["lr"] == 0.5
+    with pytest.raises(RuntimeError), opt.scaled_lr(0.1):
+        raise RuntimeError("a step failed")
+    assert opt.optimizer.param_groups[0]["lr"] == 0.5
+
+
+def test_a_refused_step_inside_a_scaled_block_still_restores_the_rate() -> None:
+    opt = ServerOptimizer(torch.zeros(2), kind="adam", lr=1e-3)
+    with opt.scaled_lr(0.5):
+        assert not opt.step_if_finite(torch.tensor([float("inf"), 0.0]))
+        assert opt.optimizer.param_groups[0]["lr"] == 5e-4
+    assert opt.optimizer.param_groups[0]["lr"] == 1e-3
+
+
+@pytest.mark.parametrize("factor", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_learning_rate_factor_must_be_finite_and_positive(factor: float) -> None:
+    opt = ServerOptimizer(torch.zeros(2), kind="sgd", lr=0.1)
+    with pytest.raises(ValueError, match="finite and > 0"), opt.scaled_lr(factor):
+        pass

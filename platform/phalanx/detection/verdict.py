@@ -204,6 +204,7 @@ def judge(
     on_tie: TiePolicy = "drop_disputed",
     distrusted: frozenset[int] = frozenset(),
     outsiders: Outsiders = "flag",
+    reference: Tensor | None = None,
 ) -> Verdict:
     """Decide, from a compared round, which workers lie and which value each file keeps.
 
@@ -239,7 +240,10 @@ def judge(
     * No file with two or more replicas (r = 1, or only stragglers left): updates are
       scored with `outlier_scores` and workers with a score above ``outlier_threshold``
       are flagged with severity ``"low"``; disabled with ``outlier_threshold=None`` or
-      when fewer than ``f + 3`` replicas arrived.
+      when fewer than ``f + 3`` replicas arrived. ``reference`` updates, when given, join
+      the crowd the scores are taken against without being judged themselves (a small
+      asynchronous buffer is scored among recent accepted updates: a robust z-score over
+      four values is mostly noise).
 
     A file with a single replica is accepted when its worker is neither flagged,
     distrusted nor a suspect, with the weight of any other file: its replica is
@@ -264,6 +268,8 @@ def judge(
         Workers whose replicas never become or choose a file's value.
     outsiders : {"flag", "suspect"}
         What becomes of the workers outside the largest agreeing group (see above).
+    reference : Tensor, optional
+        Shape ``(m, d)``: updates scored alongside single replicas, never judged.
 
     Returns
     -------
@@ -276,7 +282,7 @@ def judge(
     assignment, replied, comparisons = compared.assignment, compared.replied, compared.comparisons
     if not comparisons:
         return _detect_single_replicas(
-            assignment, compared.by_file, replied, outlier_threshold, f, distrusted
+            assignment, compared.by_file, replied, outlier_threshold, f, distrusted, reference
         )
     conflicts = conflict_graph(replied, comparisons.values())
     # A proven liar cannot belong to the honest group, so it takes no part in the search
@@ -451,18 +457,23 @@ def _detect_single_replicas(
     outlier_threshold: float | None,
     f: int,
     distrusted: frozenset[int],
+    reference: Tensor | None = None,
 ) -> Verdict:
     """Detect when no file has two replicas: by outlier scores, or not at all."""
     reps = [rs[0] for _, rs in sorted(by_file.items())]
     cliques = maximum_cliques(conflict_graph(replied, ()))
     degrees = {w: len(replied) - 1 for w in replied}
-    if outlier_threshold is None or len(reps) < f + 3:
+    crowd = 0 if reference is None else int(reference.shape[0])
+    if outlier_threshold is None or not reps or len(reps) + crowd < f + 3:
         accepted = {r.file: r for r in reps if r.worker not in distrusted}
         drops = _single_drops(assignment, accepted, by_file)
         return _verdict(
             assignment, accepted, frozenset(), {}, "none", cliques, degrees, drops=drops
         )
-    scores = outlier_scores(torch.stack([r.value for r in reps]), f)
+    values = torch.stack([r.value for r in reps])
+    if reference is not None and crowd:
+        values = torch.cat([values, reference.to(values.dtype)])
+    scores = outlier_scores(values, f)[: len(reps)]
     outlying: dict[int, list[tuple[Replica, float]]] = {}
     for r, score in zip(reps, scores.tolist(), strict=True):
         if score > outlier_threshold:

@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.async_coordinator import AsyncCoordinator
 from phalanx.config import RunConfig
 from phalanx.coordinator import Coordinator
 from phalanx.data import load_dataset
@@ -98,8 +99,9 @@ def build_coordinator(
 ) -> Coordinator:
     """Build a coordinator, restored from ``checkpoint`` when given.
 
-    ``members`` are the workers' identities: the simulated identities of
-    ``run_id`` by default, the seated roster's members otherwise.
+    An :class:`~phalanx.async_coordinator.AsyncCoordinator` when the run's
+    ``asynchronous`` section is enabled. ``members`` are the workers' identities: the
+    simulated identities of ``run_id`` by default, the seated roster's members otherwise.
     """
     test_set = load_dataset(config.data.dataset, "test", num_classes=config.data.num_classes)
     model = init_model(
@@ -114,7 +116,8 @@ def build_coordinator(
         seated = SimulatedRoster(run_id).seat(range(workers), workers)
         assert seated is not None  # as many nodes as workers
         members = seated.members
-    coordinator = Coordinator(
+    kind = AsyncCoordinator if config.asynchronous.enabled else Coordinator
+    coordinator = kind(
         config,
         run_id=run_id,
         transport=transport,

@@ -1,0 +1,496 @@
+"""The asynchronous loop: buffered asynchronous aggregation at r = 1, on the simulated clock.
+
+:class:`AsyncCoordinator` drives a run whose ``asynchronous.enabled`` is set. Every
+worker computes on the model version it was given and replies when done; the
+coordinator takes arrivals one at a time in the order of the systems model's clock
+(each job comes back at its start plus its simulated download, compute and upload;
+nothing sleeps), refuses what the checks refuse, drops and counts an update more than
+``asynchronous.max_staleness`` versions old, and buffers the rest. When the buffer
+holds ``asynchronous.buffer_size`` updates it screens them for outliers, applies
+their robust aggregate with the learning rate scaled for their staleness
+(:mod:`phalanx.asynchronous.stepsize`), and reports the model update as one round,
+with the usual :class:`~phalanx.reports.RoundReport` fields. A worker that finished
+pulls the newest model and starts again: at once when the buffer is not full yet,
+right after the update otherwise.
+
+Detection is outlier screening per buffer: each buffered update is a file of its own
+with one holder (replicas computed on different model versions cannot be compared,
+so the config refuses ``r > 1``), scored by :func:`~phalanx.detection.judge`'s r = 1
+rule. A buffer smaller than :data:`SCREENING_CROWD` is scored among the most recent
+accepted updates of earlier buffers as well (judged are only its own): the robust
+z-score of four updates is mostly noise (on digits, one honest buffer of 4 in 19 had
+an update scored above the threshold on its own, none of 300 among 15). In this mode
+a round's "files" are its buffer's slots in arrival order.
+
+Everything goes through the :class:`~phalanx.exchange.Transport` protocol, one
+exchange per batch of workers starting at the same simulated moment, so the
+in-process double and Flower's simulation engine run it alike. A deployment would
+need a transport that keeps tasks out while others come back; the config refuses
+that backend.
+
+A resumed run continues from the checkpoint's model, version and simulated time with
+every worker starting afresh on that model: work in flight when the coordinator
+stopped is lost, as it would be in a deployment (its replies would carry nonces the
+restarted coordinator never issued). Each worker's task count carries over, so no
+worker computes the same data twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from phalanx.agreement_record import AgreementRecord
+from phalanx.arrivals import simulated_arrivals
+from phalanx.assignment import Assignment
+from phalanx.asynchronous.jobs import Job, JobQueue
+from phalanx.asynchronous.staleness import StalenessSummary, is_too_stale, staleness
+from phalanx.asynchronous.stepsize import buffer_scale, default_threshold
+from phalanx.coordinator import Coordinator
+from phalanx.detection import Replica, compare_round, judge
+from phalanx.event_kinds import EventKind
+from phalanx.faults import RunFailedError, common_failure
+from phalanx.intake import RoundChecks
+from phalanx.nets import model_digest
+from phalanx.plan import round_assignment
+from phalanx.replies import Rejection, Reply, Task
+from phalanx.reports import EventReport, RoundReport, rejection_event
+from phalanx.response_times import WorkerResponse
+from phalanx.systems.clock import arrival_time, is_available
+
+log = logging.getLogger(__name__)
+
+SCREENING_CROWD = 15
+"""Updates a buffer's outlier scores are taken among, at least: the buffer, then recent
+accepted updates. The r = 1 threshold was calibrated on rounds of 15 workers
+(:data:`~phalanx.detection.outliers.DEFAULT_OUTLIER_THRESHOLD`)."""
+
+_ALWAYS_THERE = {
+    "availability": "always",
+    "dropout_probability": None,
+    "mean_rounds_on": None,
+    "mean_rounds_off": None,
+}
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a job brings back: a reply, a fault, or nothing (the worker was away)."""
+
+    task: Task | None
+    reply: Reply | None = None
+    fault: Rejection | None = None
+
+
+@dataclass
+class _Round:
+    """What one model update gathers while its buffer fills."""
+
+    started_s: float
+    slots: list[Replica] = field(default_factory=list)
+    stalenesses: list[int] = field(default_factory=list)
+    events: list[EventReport] = field(default_factory=list)
+    rejected: set[int] = field(default_factory=set)
+    faults: list[str] = field(default_factory=list)
+    responses: dict[int, tuple[float, str]] = field(default_factory=dict)
+    stale: int = 0
+    away: int = 0
+    arrivals: int = 0
+    unusable_streak: int = 0
+    bytes_up: int = 0
+
+
+class AsyncCoordinator(Coordinator):
+    """Drives a run asynchronously, one buffered model update per round.
+
+    Takes the parameters of :class:`~phalanx.coordinator.Coordinator`; the run's
+    ``asynchronous`` section must be enabled (which the config allows only with
+    ``assignment.r = 1``, the systems model, in simulation, without the codec).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = self.config
+        settings = config.asynchronous
+        if not settings.enabled:
+            raise ValueError("AsyncCoordinator drives runs with asynchronous.enabled only")
+        workers = config.assignment.num_workers
+        self._settings = settings
+        self._threshold = (
+            settings.delay_threshold
+            if settings.delay_threshold is not None
+            else default_threshold(workers, settings.buffer_size)
+        )
+        self._always = config.systems.model_copy(update=_ALWAYS_THERE)
+        self._queue: JobQueue[_Outcome] = JobQueue()
+        # Tasks given to each worker so far: the next one computes data round count + 1.
+        self._tasks_given = [0] * workers
+        self._waiting: set[int] = set(range(workers))  # finished, to be given the newest model
+        self._vanished: set[int] = set()  # sent no reply and no fault: never heard of again
+        self._stray: list[Rejection] = []
+        self._stale_total = 0
+        # The most recent accepted updates, the crowd a small buffer is scored among.
+        self._recent: deque[Tensor] = deque(maxlen=SCREENING_CROWD)
+        self._version = 0
+        self._bytes_down = 0
+        self._dispatched = 0
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        state = super()._checkpoint_state()
+        state["asynchronous"] = {
+            "tasks_given": list(self._tasks_given),
+            "stale_total": self._stale_total,
+            "recent": list(self._recent),
+        }
+        return state
+
+    def _restore_state(self, state: dict[str, Any]) -> None:
+        saved = state.get("asynchronous")
+        if not isinstance(saved, dict):
+            raise ValueError(
+                "this checkpoint was not written by an asynchronous run; resume it with the "
+                "config it was written with"
+            )
+        given = [int(n) for n in saved.get("tasks_given", [])]
+        if len(given) != self.config.assignment.num_workers or min(given, default=0) < 0:
+            raise ValueError(
+                f"the checkpoint counts tasks for {len(given)} workers; the run has "
+                f"{self.config.assignment.num_workers}"
+            )
+        recent = saved.get("recent", [])
+        dim = int(self.params.numel())
+        if not all(isinstance(u, Tensor) and u.shape == (dim,) for u in recent):
+            raise ValueError("the checkpoint's recent updates do not fit the model")
+        super()._restore_state(state)
+        self._tasks_given = given
+        self._stale_total = int(saved.get("stale_total", 0))
+        self._recent = deque((u.to(torch.float32) for u in recent), maxlen=SCREENING_CROWD)
+
+    def run_round(self, t: int) -> RoundReport:
+        """Fill a buffer on the simulated clock, apply it as model version ``t``, report it."""
+        started = datetime.now(UTC)
+        clock = time.perf_counter()
+        self._version = t - 1
+        self._benched = {w: until for w, until in self._benched.items() if until >= t}
+        self._bytes_down = self._dispatched = 0
+        gathered = _Round(started_s=self._simulated_s)
+        waiting, self._waiting = self._waiting, set()
+        self._dispatch(waiting)
+        while len(gathered.slots) < self._settings.buffer_size:
+            self._take(self._next_job(t, gathered), t, gathered)
+        collected = time.perf_counter()
+        report = self._apply(t, gathered, started, {"exchange": collected - clock})
+        persist = time.perf_counter()
+        self.sink.round_finished(report, self.checkpoint())
+        report.timings["persist"] = time.perf_counter() - persist
+        return report
+
+    def _next_job(self, t: int, gathered: _Round) -> Job[_Outcome]:
+        if not self._queue:
+            lost = sorted(self._vanished)
+            raise RunFailedError(
+                f"round {t}: no worker is at work any more ({len(lost)} of "
+                f"{self.config.assignment.num_workers} sent no reply, and the others are "
+                f"benched), with {len(gathered.slots)} of {self._settings.buffer_size} "
+                "updates buffered"
+            )
+        job = self._queue.pop()
+        self._simulated_s = job.returns_s
+        return job
+
+    def _take(self, job: Job[_Outcome], t: int, gathered: _Round) -> None:
+        """Take one arrival: away, a fault, refused, stale or buffered; then give new work."""
+        worker, outcome = job.worker, job.outcome
+        gathered.arrivals += 1
+        for stray in self._stray:
+            gathered.events.append(rejection_event(stray, self._client_ids.get(stray.worker), t))
+        self._stray.clear()
+        if outcome.task is None:
+            gathered.away += 1
+        elif outcome.fault is not None:
+            gathered.events.append(rejection_event(outcome.fault, self._client_ids[worker], t))
+            gathered.faults.append(outcome.fault.reason)
+            gathered.rejected.add(worker)
+            gathered.unusable_streak += 1
+            gathered.responses[worker] = (job.duration_s, "kept")
+        elif outcome.reply is not None:
+            self._take_reply(job, outcome.task, outcome.reply, t, gathered)
+        self._check_progress_in_round(t, gathered)
+        if len(gathered.slots) < self._settings.buffer_size:
+            self._dispatch([worker])
+        else:
+            self._waiting.add(worker)  # it pulls the model this buffer makes
+
+    def _take_reply(
+        self, job: Job[_Outcome], task: Task, reply: Reply, t: int, gathered: _Round
+    ) -> None:
+        worker = job.worker
+        gathered.bytes_up += reply.num_bytes
+        tau = staleness(self._version, job.version)
+        if is_too_stale(tau, self._settings.max_staleness):
+            # Slow is not lying: counted, never checked or judged.
+            gathered.stale += 1
+            gathered.responses[worker] = (job.duration_s, "late")
+            return
+        gathered.responses[worker] = (job.duration_s, "kept")
+        checks = RoundChecks({worker: task}, self.members, self.decode, t)
+        replicas = checks.admit(reply)
+        if not replicas:
+            gathered.events.extend(checks.events)
+            gathered.rejected.add(worker)
+            gathered.unusable_streak += 1
+            return
+        gathered.unusable_streak = 0
+        for replica in replicas:
+            slot = len(gathered.slots)
+            gathered.slots.append(Replica(worker, slot, replica.value, replica.digest))
+            gathered.stalenesses.append(tau)
+
+    def _check_progress_in_round(self, t: int, gathered: _Round) -> None:
+        """Fail the run when replies keep failing or being refused with no update between.
+
+        ``3 K`` such arrivals in a row per ``training.max_rounds_without_update``: every
+        worker failing a few times over, which no straggler or lone liar can cause.
+        """
+        workers = self.config.assignment.num_workers
+        limit = 3 * workers * self.config.training.max_rounds_without_update
+        if gathered.unusable_streak < limit:
+            return
+        failed = common_failure(gathered.faults, len(gathered.faults))
+        cause = failed or (
+            f"{gathered.unusable_streak} replies in a row failed or were refused; see the "
+            "round's detection events"
+        )
+        raise RunFailedError(
+            f"round {t}: {len(gathered.slots)} of {self._settings.buffer_size} updates "
+            f"buffered after {gathered.arrivals} arrivals: {cause}"
+        )
+
+    def _dispatch(self, workers: Iterable[int]) -> None:
+        """Give each of ``workers`` a task on the current model, at the current time.
+
+        A benched worker waits for its bench to end; one the systems model has away for
+        this task is back when the task would have ended, with nothing. A worker that
+        answers with neither a reply nor a fault is never heard of again.
+        """
+        now = self._simulated_s
+        tasks: list[Task] = []
+        for worker in sorted(set(workers)):
+            if worker in self._benched:
+                self._waiting.add(worker)
+                continue
+            self._tasks_given[worker] += 1
+            number = self._tasks_given[worker]
+            files = round_assignment(self.config, number, self._base).files_of(worker)
+            if is_available(self.config.systems, self.config.seed, worker, number):
+                tasks.append(Task(self.run_id, number, secrets.token_hex(16), worker, files))
+            else:
+                back = now + self._busy_s(worker, number, 0, len(files))
+                self._queue.push(Job(worker, self._version, number, now, back, _Outcome(None)))
+        if not tasks:
+            return
+        exchange = self.transport.exchange(tasks, self.channel.downlink())
+        self._bytes_down += exchange.bytes_down
+        self._dispatched += len(tasks)
+        per_task = exchange.bytes_down // len(tasks)
+        by_worker = {task.worker: task for task in tasks}
+        answered: set[int] = set()
+        for reply in exchange.replies:
+            if reply.worker not in by_worker:
+                self._stray.append(
+                    Rejection(reply.worker, "unassigned_file", "a reply nobody asked for")
+                )
+            elif reply.worker in answered:
+                self._stray.append(
+                    Rejection(reply.worker, "malformed_reply", "a second reply for the same task")
+                )
+            elif reply.need_sync:
+                answered.add(reply.worker)
+                refused = Rejection(
+                    reply.worker,
+                    EventKind.MALFORMED_REPLY,
+                    "asked for the full model, which every task carries",
+                )
+                self._push_fault(by_worker[reply.worker], refused, per_task)
+            else:
+                answered.add(reply.worker)
+                self._push_reply(by_worker[reply.worker], reply, per_task)
+        for fault in exchange.malformed:
+            if fault.worker in by_worker and fault.worker not in answered:
+                answered.add(fault.worker)
+                self._push_fault(by_worker[fault.worker], fault, per_task)
+        self._vanished.update(w for w in by_worker if w not in answered)
+
+    def _push_reply(self, task: Task, reply: Reply, bytes_down: int) -> None:
+        now = self._simulated_s
+        (timed,) = simulated_arrivals(
+            [reply],
+            profiles=self._profiles,
+            systems=self.config.systems,
+            seed=self.config.seed,
+            round_=task.round,
+            bytes_down=bytes_down,
+            samples_per_file=self.config.data.samples_per_file,
+        )
+        back = now + max(timed.files_at.values(), default=timed.seconds)
+        self._queue.push(
+            Job(task.worker, self._version, task.round, now, back, _Outcome(task, reply))
+        )
+
+    def _push_fault(self, task: Task, fault: Rejection, bytes_down: int) -> None:
+        now = self._simulated_s
+        back = now + self._busy_s(task.worker, task.round, bytes_down, len(task.files))
+        self._queue.push(
+            Job(task.worker, self._version, task.round, now, back, _Outcome(task, fault=fault))
+        )
+
+    def _busy_s(self, worker: int, number: int, bytes_down: int, files: int) -> float:
+        """Seconds a task keeps ``worker`` busy when nothing comes of it (away, or failed)."""
+        return arrival_time(
+            self._always,
+            self._profiles[worker],
+            seed=self.config.seed,
+            worker=worker,
+            round_=number,
+            bytes_down=bytes_down,
+            work=[self.config.data.samples_per_file] * files,
+            bytes_up=0,
+        )
+
+    def _apply(
+        self, t: int, gathered: _Round, started: datetime, timings: dict[str, float]
+    ) -> RoundReport:
+        """Screen the buffer, step with its staleness-scaled learning rate, evaluate, report."""
+        clock = time.perf_counter()
+        workers = self.config.assignment.num_workers
+        slots = gathered.slots
+        buffer = Assignment(workers, tuple((r.worker,) for r in slots), "none")
+        detection = self.config.detection
+        f = self.config.aggregation.f
+        wanted = max(0, SCREENING_CROWD - len(slots))
+        crowd = list(self._recent)[len(self._recent) - wanted :] if wanted else []
+        verdict = judge(
+            compare_round(buffer, slots, mode=detection.mode, tol=detection.tolerance),
+            f=0 if f == "auto" else f,
+            outlier_threshold=detection.outlier_threshold,
+            reference=torch.stack(crowd) if crowd else None,
+        )
+        self._recent.extend(verdict.accepted[slot] for slot in sorted(verdict.accepted))
+        events = list(gathered.events)
+        for worker, evidence in sorted(verdict.evidence.items()):
+            events.append(
+                EventReport(
+                    worker,
+                    self._client_ids[worker],
+                    evidence.kind,
+                    evidence.severity,
+                    evidence.to_dict(),
+                )
+            )
+        timings["detect"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        accepted = [gathered.stalenesses[slot] for slot in sorted(verdict.accepted)]
+        settings = self._settings
+        scale = (
+            buffer_scale(
+                settings.step_size,
+                accepted,
+                threshold=self._threshold,
+                exponent=settings.exponent,
+            )
+            if accepted
+            else 1.0
+        )
+        with self.optimizer.scaled_lr(scale):
+            step = self._step(t, verdict, slots, verdict.accepted)
+        for worker, evidence_dict in sorted(step.overflowed.items()):
+            events.append(
+                EventReport(
+                    worker, self._client_ids[worker], EventKind.OVERFLOW, "high", evidence_dict
+                )
+            )
+        flagged = set(verdict.flagged) | set(step.overflowed)
+        if detection.exclude_flagged_for:
+            for worker in flagged:
+                self._benched[worker] = t + detection.exclude_flagged_for
+        self._idle_rounds = 0 if step.applied else self._idle_rounds + 1
+        self.optimizer.set_params(self.channel.commit(self.optimizer.params, t))
+        self._stale_total += gathered.stale
+        timings["aggregate"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        loss, accuracy, evaluated = self._evaluate(t)
+        timings["evaluate"] = time.perf_counter() - clock
+        summary = StalenessSummary.of(gathered.stalenesses)
+        return RoundReport(
+            round=t,
+            started_at=started,
+            finished_at=datetime.now(UTC),
+            loss=loss,
+            accuracy=accuracy,
+            flagged=tuple(sorted(flagged)),
+            rejected=tuple(sorted(gathered.rejected)),
+            dropped_files=tuple(sorted({*verdict.dropped, *step.left_out})),
+            events=tuple(events),
+            bytes_up=gathered.bytes_up,
+            bytes_down=self._bytes_down,
+            timings=timings,
+            assignment=_buffer_summary(buffer, self.config.assignment.scheme),
+            model_digest=model_digest(self.params),
+            metrics={
+                **step.metrics(),
+                "eval_samples": float(evaluated),
+                "benched_workers": float(len(self._benched)),
+                "model_version": float(t),
+                "buffered_updates": float(len(slots)),
+                "staleness_mean": summary.mean,
+                "staleness_max": float(summary.max),
+                "stale_dropped": float(gathered.stale),
+                "stale_dropped_total": float(self._stale_total),
+                # Stale updates are this mode's late replies: came too late to count.
+                "late_replies": float(gathered.stale),
+                "step_scale": scale,
+                "away_tasks": float(gathered.away),
+                "arrivals": float(gathered.arrivals),
+                "dispatched_workers": float(self._dispatched),
+                "simulated_s": self._simulated_s - gathered.started_s,
+                "simulated_total_s": self._simulated_s,
+            },
+            agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
+            responses=_responses(gathered.responses, self._client_ids),
+        )
+
+
+def _responses(
+    responses: Mapping[int, tuple[float, str]], clients: Mapping[int, str]
+) -> tuple[WorkerResponse, ...]:
+    """Each worker that came back during the round: its task's duration, kept or late (stale)."""
+    return tuple(
+        WorkerResponse(
+            worker,
+            seconds,
+            "late" if status == "late" else "kept",
+            client_id=clients.get(worker),
+        )
+        for worker, (seconds, status) in sorted(responses.items())
+    )
+
+
+def _buffer_summary(buffer: Assignment, scheme: str) -> dict[str, object]:
+    loads = Counter(w for holders in buffer.files for w in holders)
+    return {
+        "scheme": scheme,
+        "mode": "asynchronous",
+        "num_workers": buffer.num_workers,
+        "r": 1,
+        "num_files": buffer.num_files,
+        "files_per_worker": [min(loads.values(), default=0), max(loads.values(), default=0)],
+    }
