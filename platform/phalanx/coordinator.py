@@ -260,8 +260,10 @@ class Coordinator:
             if simulated:
                 collection_metrics["files_cut"] = self._measure_compute(timed, tasks)
             else:
-                # Replies to earlier rounds that came after they closed: counted only.
-                collection_metrics["late_from_earlier_rounds"] = float(len(late))
+                # Replies to earlier rounds that came after they closed (this round's
+                # own, heard while it sent the model again, are its late responses).
+                earlier = [r for r in late if r.round < t]
+                collection_metrics["late_from_earlier_rounds"] = float(len(earlier))
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
@@ -368,8 +370,10 @@ class Coordinator:
             )
             if collection is not None and intake is not None
             else (),
+            # This round's own too: a reply to its first sending can come while it
+            # sends the model again to workers that lost it, after its close.
             late_responses=tuple(
-                LateResponse(r.round, r.worker, r.seconds) for r in late if 0 < r.round < t
+                LateResponse(r.round, r.worker, r.seconds) for r in late if 0 < r.round <= t
             ),
         )
         self.sink.round_finished(report, self.checkpoint())
