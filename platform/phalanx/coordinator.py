@@ -264,8 +264,10 @@ class Coordinator:
             if simulated:
                 collection_metrics["files_cut"] = self._measure_compute(timed, tasks)
             else:
-                # Replies to earlier rounds that came after they closed: counted only.
-                collection_metrics["late_from_earlier_rounds"] = float(len(late))
+                # Replies to earlier rounds that came after they closed (this round's
+                # own, heard while it sent the model again, are its late responses).
+                earlier = [r for r in late if r.round < t]
+                collection_metrics["late_from_earlier_rounds"] = float(len(earlier))
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
@@ -308,11 +310,13 @@ class Coordinator:
         lap("detect")
 
         before = self.params.clone() if self._memory.follows_updates else None
-        # Lazy G-CADA: the groups not waited for stand in with their last accepted update.
+        # Lazy G-CADA: the groups not waited for stand in with their last accepted update,
+        # unless every worker that vouched for it is flagged (now or since).
+        self._memory.forget(flags)
         aggregated = self._memory.fill(verdict.accepted)
-        if self._memory.lazy is not None:
-            collection_metrics["stale_groups"] = float(len(aggregated) - len(verdict.accepted))
         step = self._step(t, verdict, replicas, aggregated)
+        if self._memory.lazy is not None:  # those the step used (dropped first on overflow)
+            collection_metrics["stale_groups"] = float(step.stale)
         overflowed: dict[int, tuple[str, str, dict[str, Any]]] = {
             w: (EventKind.OVERFLOW, "high", e) for w, e in step.overflowed.items()
         }
@@ -329,7 +333,11 @@ class Coordinator:
         self.optimizer.set_params(self.channel.commit(self.optimizer.params, t))
         if collection is not None:
             moved = self.params - before if before is not None and step.applied else None
-            self._memory.observe(collection, frozenset(tasks), moved, verdict.accepted)
+            self._memory.observe(
+                collection, frozenset(tasks), moved, verdict.accepted, verdict.supporters
+            )
+        # After learning: an update that overflowed was accepted, and must not stand in.
+        self._memory.forget(step.overflowed)
         lap("aggregate")
 
         loss, accuracy, evaluated = self._evaluate(t)
@@ -364,8 +372,10 @@ class Coordinator:
             )
             if collection is not None and intake is not None
             else (),
+            # This round's own too: a reply to its first sending can come while it
+            # sends the model again to workers that lost it, after its close.
             late_responses=tuple(
-                LateResponse(r.round, r.worker, r.seconds) for r in late if 0 < r.round < t
+                LateResponse(r.round, r.worker, r.seconds) for r in late if 0 < r.round <= t
             ),
         )
         self.sink.round_finished(report, self.checkpoint())
@@ -477,10 +487,10 @@ class Coordinator:
 
         ``aggregated`` is the verdict's accepted files, and lazy groups' stale ones.
         When the aggregate, or the optimiser state it leads to, is not finite, the
-        stale updates are dropped first; then the accepted updates of largest norm that
-        cause it are left out (at most half of them; see
-        :func:`~phalanx.overflow.trace_overflow`), and every worker that sent one of
-        them is named.
+        accepted updates of largest norm that cause it are left out (at most half of
+        them; see :func:`~phalanx.overflow.trace_overflow`), and every worker that sent
+        one of them is named. A stale update is never left out as a cause: when leaving
+        out accepted ones does not do, the stale are dropped and the accepted traced alone.
 
         Raises
         ------
@@ -489,18 +499,20 @@ class Coordinator:
             most accepted updates are crafted.
         """
         files = sorted(aggregated)
+        stale_files = set(aggregated) - set(verdict.accepted)
+        stale = len(stale_files)
         if not files:
             return _Step(files=0, f_used=None, applied=False)
         stacked = torch.stack([aggregated[f] for f in files])
         wanted = self._f_wanted(verdict)
         f_used = self._f_for(len(files), wanted)
         if f_used is None:
-            return _Step(files=len(files), f_used=None, applied=False, f_wanted=wanted)
+            return _Step(files=len(files), f_used=None, applied=False, f_wanted=wanted, stale=stale)
         update = self._aggregate(stacked, f_used, t)
         if all_finite(update) and self.optimizer.step_if_finite(update):
-            return _Step(files=len(files), f_used=f_used, applied=True, f_wanted=wanted)
-        if len(aggregated) > len(verdict.accepted):  # no stale update is named a cause
-            return self._step(t, verdict, replicas, verdict.accepted)
+            return _Step(
+                files=len(files), f_used=f_used, applied=True, f_wanted=wanted, stale=stale
+            )
 
         def fits(kept: Tensor) -> bool:
             f = self._f_for(len(kept), wanted)
@@ -511,7 +523,19 @@ class Coordinator:
 
         norms = update_norms(stacked)
         most = len(files) // 2  # at least half of the updates must stay
-        removed = trace_overflow(norms, fits, max_removed=most)
+        if stale_files:
+            # Only this round's accepted updates may be named a cause: the stale ones
+            # rank below every fresh one and are never left out for it. If leaving out
+            # fresh ones is not enough, the stale ones go, and the fresh are traced alone.
+            ranked = torch.where(
+                torch.tensor([f in stale_files for f in files]), torch.full_like(norms, -1.0), norms
+            )
+            fresh_most = min(most, len(files) - stale)
+            removed = trace_overflow(ranked, fits, max_removed=fresh_most) if fresh_most else None
+            if removed is None:
+                return self._step(t, verdict, replicas, verdict.accepted)
+        else:
+            removed = trace_overflow(norms, fits, max_removed=most)
         if removed is None:
             without = f" even without the {most} largest" if most else ""
             raise RunFailedError(
@@ -545,6 +569,7 @@ class Coordinator:
             f_wanted=wanted,
             overflowed=overflowed,
             left_out=tuple(files[i] for i in removed),
+            stale=stale,
         )
 
     def _f_wanted(self, verdict: Verdict) -> int:
@@ -676,11 +701,14 @@ class _Step:
     f_wanted: int | None = None
     overflowed: Mapping[int, dict[str, Any]] = field(default_factory=dict)
     left_out: tuple[int, ...] = ()
+    stale: int = 0
+    """Of ``files``, lazy groups' stale updates (not accepted this round)."""
 
     def metrics(self) -> dict[str, float]:
         """Return what a round reports of its step."""
         return {
-            "accepted_files": float(self.files),
+            # This round's accepted files: lazy groups' stale updates are not.
+            "accepted_files": float(self.files - self.stale),
             # -1: too few accepted files for the rule; the model did not move.
             "f_used": float(-1 if self.f_used is None else self.f_used),
             # What the round asked of the rule (-1: no accepted file); f_used is less

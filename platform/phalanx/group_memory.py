@@ -33,7 +33,9 @@ class LazyGroups:
     A group not selected in a round computes nothing: the round aggregates its last
     accepted update in its place (CADA aggregates every worker's latest upload,
     fresh or stale). Its innovation is estimated from its last two accepted updates;
-    a group with fewer than two is always selected.
+    a group with fewer than two is always selected. A last update stands in only while
+    some worker that vouched for it (a supporter: its replica agreed with it) has not
+    been flagged since: once all have, the group's updates are forgotten.
 
     Parameters
     ----------
@@ -43,12 +45,19 @@ class LazyGroups:
         Rounds since each group last uploaded.
     moves : list of float
         ``||theta_{t+1} - theta_t||^2`` of the last ``MOVES_WINDOW`` rounds.
+    vouched : list of frozenset of int
+        Each group's supporters of its last update not flagged since (empty: unknown).
     """
 
     last: list[Tensor | None]
     previous: list[Tensor | None]
     staleness: list[int]
     moves: list[float] = field(default_factory=list)
+    vouched: list[frozenset[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.vouched:
+            self.vouched = [frozenset()] * len(self.last)
 
     @classmethod
     def fresh(cls, num_groups: int) -> LazyGroups:
@@ -75,15 +84,41 @@ class LazyGroups:
         }
         return {**stale, **accepted}
 
-    def learn(self, accepted: Mapping[int, Tensor], move: float | None) -> None:
-        """Take in a round: the groups' accepted (fresh) updates and the model's squared move."""
+    def learn(
+        self,
+        accepted: Mapping[int, Tensor],
+        move: float | None,
+        supporters: Mapping[int, Iterable[int]] | None = None,
+    ) -> None:
+        """Take in a round: the groups' accepted (fresh) updates and the model's squared move.
+
+        ``supporters`` names, per accepted group, the workers whose replicas agreed
+        with its update (:attr:`phalanx.detection.Verdict.supporters`).
+        """
+        vouching = supporters or {}
         for g, update in accepted.items():
             if 0 <= g < len(self.last):
                 self.previous[g] = self.last[g]
                 self.last[g] = update.detach().to(torch.float32).clone()
+                self.vouched[g] = frozenset(vouching.get(g, ()))
         self.staleness = list(next_staleness(self.staleness, list(accepted)))
         if move is not None:
             self.moves = [*self.moves, move][-MOVES_WINDOW:]
+
+    def forget(self, flagged: Iterable[int]) -> None:
+        """Forget the updates of every group whose supporters are now all ``flagged``.
+
+        A value is a lie only if all who agreed with it lie; once every one of them
+        is flagged, it no longer stands in, and the group is waited for again.
+        """
+        caught = set(flagged)
+        for g, vouching in enumerate(self.vouched):
+            if not vouching:
+                continue
+            left = vouching - caught
+            self.vouched[g] = left
+            if not left:
+                self.last[g] = self.previous[g] = None
 
     def state(self) -> dict[str, Any]:
         """Return the memory for a checkpoint: lists, and the updates as one stacked tensor."""
@@ -95,6 +130,7 @@ class LazyGroups:
             "moves": list(self.moves),
             "present": present,
             "updates": stacked,
+            "vouched": [sorted(v) for v in self.vouched],
         }
 
     @classmethod
@@ -127,4 +163,21 @@ class LazyGroups:
             raise ValueError("the checkpoint's group updates are not finite")
         found = iter(rows)
         updates = [next(found) if p else None for p in present]
-        return cls(updates[0::2], updates[1::2], staleness, moves[-MOVES_WINDOW:])
+        vouched = _vouched(state.get("vouched", [[]] * num_groups), num_groups)
+        return cls(updates[0::2], updates[1::2], staleness, moves[-MOVES_WINDOW:], vouched)
+
+
+def _vouched(saved: Any, num_groups: int) -> list[frozenset[int]]:
+    """Read a checkpoint's supporters per group (none: a checkpoint from before them)."""
+    if not isinstance(saved, list) or len(saved) != num_groups:
+        raise ValueError(
+            f"the checkpoint's lazy supporters are not one list per group of {num_groups}"
+        )
+    vouched = []
+    for workers in saved:
+        if not isinstance(workers, list) or any(
+            isinstance(w, bool) or not isinstance(w, int) or w < 0 for w in workers
+        ):
+            raise ValueError("the checkpoint's lazy supporters are not lists of workers")
+        vouched.append(frozenset(workers))
+    return vouched

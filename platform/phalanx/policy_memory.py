@@ -164,6 +164,11 @@ class PolicyMemory:
             return dict(accepted)
         return self.lazy.fill(accepted, self.selected)
 
+    def forget(self, flagged: Iterable[int]) -> None:
+        """Stop standing in with lazy groups' updates that only ``flagged`` workers vouched for."""
+        if self.lazy is not None:
+            self.lazy.forget(flagged)
+
     def metrics(self) -> dict[str, float]:
         """Return what the state decided this round, for the round's report.
 
@@ -205,6 +210,7 @@ class PolicyMemory:
         dispatched: Set[int],
         update: Tensor | None,
         accepted: Mapping[int, Tensor] | None = None,
+        supporters: Mapping[int, Iterable[int]] | None = None,
     ) -> None:
         """Learn from a closed round.
 
@@ -219,12 +225,15 @@ class PolicyMemory:
             (adaptive_k then waits for a round that moves the model).
         accepted : mapping of int to Tensor, optional
             The files (groups) accepted this round, fresh, for lazy groups.
+        supporters : mapping of int to iterable of int, optional
+            Per accepted file, the workers whose replicas agreed with it (lazy groups
+            forget it once they are all flagged, :meth:`forget`).
         """
         if self.bandit is not None and dispatched:
             self.bandit = observe_times(self.bandit, response_times(collection, dispatched))
         if self.lazy is not None:
             move = 0.0 if update is None else float(torch.sum(update.to(torch.float64) ** 2))
-            self.lazy.learn(accepted or {}, move)
+            self.lazy.learn(accepted or {}, move, supporters)
         if self.adaptive is None or update is None:
             return
         flat = update.detach().reshape(-1).to(torch.float64)

@@ -37,7 +37,8 @@ class RoundReport:
     (:mod:`phalanx.response_times`) when the round was timed (by the systems model,
     or by real arrival times in a deployment); it is empty otherwise.
     ``late_responses`` are the replies to earlier rounds that came during this one,
-    after their rounds closed: each turns that round's ``missing`` response ``late``.
+    after their rounds closed, and to this round that came after its close while it
+    sent the model again: each turns that round's ``missing`` response ``late``.
     """
 
     round: int

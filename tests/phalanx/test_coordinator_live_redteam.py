@@ -69,21 +69,28 @@ class ForgettingTransport(TimedTransport):
         return super().exchange(tasks, downlink, listener)
 
 
-def test_a_worker_that_lost_the_model_gets_it_even_after_a_quick_close_and_is_back() -> None:
-    # Worker 5's files have two other holders that agree before it is sent the model
-    # again, so the quorum closes without it. Before the fix the full model went out only
-    # while the round was open: worker 5 asked for it every round, was never sent it, and
-    # was missing for good (then called slow).
+def forgetting_run(collect: dict[str, object], delays: dict[int, float]) -> FakeSink:
+    """Three deployed rounds closed by ``collect``; worker 5 loses the model before round 2."""
     config = small_config(
         rounds=3,
         attack={"name": None, "q": 0},
         deployment={"backend": "deployment"},
         codec=CODEC,
-        collect={"policy": "quorum", "m": 2},
+        collect=collect,
     )
-    timed = ForgettingTransport(transport(config), {6: 2.0})
     sink = FakeSink()
-    execute_run(config, run_id=RUN_ID, sink=sink, transport=timed)
+    execute_run(
+        config, run_id=RUN_ID, sink=sink, transport=ForgettingTransport(transport(config), delays)
+    )
+    return sink
+
+
+def test_a_worker_that_lost_the_model_gets_it_even_after_a_quick_close_and_is_back() -> None:
+    # Worker 5's files have two other holders that agree before it is sent the model
+    # again, so the quorum closes without it. Before the fix the full model went out only
+    # while the round was open: worker 5 asked for it every round, was never sent it, and
+    # was missing for good (then called slow).
+    sink = forgetting_run({"policy": "quorum", "m": 2}, {6: 2.0})
 
     first, second, third = sink.reports
     assert 5 in replied(first)
@@ -164,3 +171,24 @@ def test_a_worker_just_beyond_the_kth_is_never_recorded_as_missing_or_slow() -> 
     assert timed.slow == ()
     by_worker = {w.worker: w for w in timed.workers}
     assert (by_worker[5].late, by_worker[5].missing) == (3, 1)  # the last round's never came
+
+
+def test_a_reply_that_comes_while_its_own_round_sends_the_model_again_is_late_not_missing() -> None:
+    # Round 2: worker 5 (0.5 s) lost the model and is sent it after the five fastest
+    # closed the round; worker 6 (2 s) answers its round-2 task during that second
+    # sending. Before the fix that reply was listed late for round 2 by round 2 itself,
+    # then dropped (only earlier rounds were settled): worker 6 stayed missing in round 2
+    # for a reply that came.
+    sink = forgetting_run({"policy": "fastest_k", "k": 5}, {5: 0.5, 6: 2.0})
+
+    settled = settle_late(
+        ((r.round, x) for r in sink.reports for x in r.responses),
+        (late for r in sink.reports for late in r.late_responses),
+    )
+    assert [(t, x.seconds, x.status) for t, x in settled if x.worker == 6] == [
+        (1, 2.0, "late"),
+        (2, 2.0, "late"),
+        (3, None, "missing"),  # the run ended before its reply came
+    ]
+    # Round 2 heard round 1's replies of workers 4 and 6, and its own of worker 6.
+    assert sink.reports[1].metrics["late_from_earlier_rounds"] == 2.0

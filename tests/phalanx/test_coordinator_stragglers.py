@@ -9,13 +9,14 @@ from pydantic import ValidationError
 
 from phalanx.collect.config import CollectConfig
 from phalanx.config import RunConfig
-from phalanx.plan import adversaries
+from phalanx.plan import adversaries, base_assignment
 from phalanx.reports import RoundReport
 from phalanx.response_times import summarize
 from phalanx.roster import simulated_identity
 from phalanx.systems.profiles import draw_profiles
 from tests.support.configs import small_config
 from tests.support.coordinator_runs import RUN_ID, run, run_interrupted
+from tests.support.signed_replies import overflowing
 
 SLOW = {"enabled": True, "straggler_fraction": 0.15, "straggler_slowdown": 50.0}
 
@@ -271,3 +272,43 @@ def test_collection_settings_a_run_cannot_honour_are_refused(
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         RunConfig.model_validate({"attack": {"q": 0}, **change})
+
+
+def test_a_lazy_round_counts_only_its_fresh_updates_as_accepted_files() -> None:
+    # Rounds 3 and 4 wait for no group and step on the four stale updates alone. Before
+    # the fix accepted_files said 4 there: stale updates were presented as accepted files.
+    sink = run(lazy_groups(4, c=1e6))
+    assert [r.metrics["accepted_files"] for r in sink.reports] == [4.0, 4.0, 0.0, 0.0]
+    assert [r.metrics["stale_groups"] for r in sink.reports] == [0.0, 0.0, 4.0, 4.0]
+
+
+def test_an_update_that_overflowed_never_stands_in_for_its_group() -> None:
+    # Group 0's two workers send 3e38 everywhere; with server_lr 10 the mean overflows and
+    # they are flagged in rounds 1 and 2. Before the fix their (accepted, then left out)
+    # update was group 0's last, unchanged, so never waited for: rounds 3 and 4 stood in
+    # with it, overflowed, dropped every stale update, and the model did not move while
+    # stale_groups said 4, until max_staleness ran out. Nobody was flagged meanwhile.
+    config = small_config(
+        rounds=4,
+        attack={"name": None, "q": 0},
+        systems={"enabled": True},
+        assignment={"scheme": "groups", "num_workers": 8, "r": 2, "relabel": False},
+        aggregation={"rule": "mean", "f": 0},
+        training={"server_lr": 10.0},
+        collect={
+            "policy": "group_fastest",
+            "group_selection": "lazy",
+            "lazy_c": 1e6,
+            "max_staleness": 3,
+        },
+    )
+    colluders = set(base_assignment(config).files[0])
+    sink = run(config, tamper=overflowing(colluders))
+    assert [set(r.flagged) for r in sink.reports] == [colluders] * 4
+    assert all(r.metrics["update_applied"] == 1.0 for r in sink.reports)
+    # Rounds 3 and 4 wait for group 0 alone, leave its update out, and step on the
+    # other three groups' stale updates, which are not named a cause.
+    late = sink.reports[2:]
+    assert [r.metrics["lazy_groups_selected"] for r in late] == [1.0, 1.0]
+    assert [r.metrics["stale_groups"] for r in late] == [3.0, 3.0]
+    assert [r.metrics["accepted_files"] for r in late] == [0.0, 0.0]

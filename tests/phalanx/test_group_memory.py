@@ -69,3 +69,46 @@ def test_a_checkpoint_that_does_not_fit_is_refused(change: dict[str, object], me
     state = {**two_rounds(LazyGroups.fresh(4)).state(), **change}
     with pytest.raises(ValueError, match=message):
         LazyGroups.restore(state, 4, dim=2)
+
+
+def vouched_rounds() -> LazyGroups:
+    """Groups 0 and 1 uploaded twice, unchanged; worker 3 alone vouched for group 0's."""
+    lazy = LazyGroups.fresh(2)
+    for _ in range(2):
+        lazy.learn(
+            {0: torch.full((2,), 5.0), 1: torch.ones(2)},
+            move=1.0,
+            supporters={0: (3,), 1: (4, 5)},
+        )
+    return lazy
+
+
+def test_a_stale_update_stops_counting_once_every_worker_that_vouched_for_it_is_flagged() -> None:
+    # Before the fix a group's last accepted update stood in for it until its staleness
+    # ran out (up to max_staleness = 100,000 rounds), even after the only worker whose
+    # replica it was had been flagged: a caught liar's update kept counting.
+    lazy = vouched_rounds()
+    assert lazy.select(c=1.0, max_staleness=50) == ()  # neither moved: both stand in
+    lazy.forget({3, 4})
+    # Group 0's update was worker 3's alone: gone, and group 0 is waited for again.
+    # Group 1's is still vouched for by worker 5, who agreed with it.
+    assert sorted(lazy.fill({}, selected=())) == [1]
+    assert lazy.select(c=1.0, max_staleness=50) == (0,)
+    lazy.forget({5})
+    assert lazy.fill({}, selected=()) == {}
+    assert lazy.select(c=1.0, max_staleness=50) == (0, 1)
+
+
+def test_who_vouched_for_the_stale_updates_survives_a_checkpoint() -> None:
+    restored = LazyGroups.restore(vouched_rounds().state(), 2, dim=2)
+    restored.forget({3})
+    assert sorted(restored.fill({}, selected=())) == [1]
+
+
+@pytest.mark.parametrize(
+    "vouched", [[[1]], [[1], "x"], [[1], [-2]], [[1], [True]], [[1], [1.5]], "ab"]
+)
+def test_a_checkpoint_whose_vouchers_are_not_workers_is_refused(vouched: object) -> None:
+    state = {**vouched_rounds().state(), "vouched": vouched}
+    with pytest.raises((ValueError, TypeError)):
+        LazyGroups.restore(state, 2, dim=2)

@@ -216,3 +216,84 @@ def test_a_round_closed_by_its_deadline_checks_no_reply_after_it() -> None:
     assert len(intake.collection().kept) == 50
     assert isinstance(intake.checks, CountingChecks)
     assert intake.checks.checked <= 50 + 50 // 16 + 1
+
+
+@st.composite
+def hostile_rounds(
+    draw: st.DrawFn,
+) -> tuple[Assignment, CollectionPolicy, frozenset[int], dict[str, Any], list[TimedReply]]:
+    """A round given to some workers only, under any policy, with hostile extra replies.
+
+    Extras: a second reply of a worker (the same or a lie, earlier or later), a reply of
+    a worker given no work (undispatched, or holding no file, or off the roster), and a
+    reply claiming another worker's files.
+    """
+    assignment, _, timed = draw(rounds())
+    n = assignment.num_workers
+    name = draw(
+        st.sampled_from(
+            ["all", "deadline", "fastest_k", "adaptive_k", "quorum", "group_fastest", "bandit"]
+        )
+    )
+    deadline = draw(st.integers(1, 18)) / 4 if name == "deadline" or draw(st.booleans()) else None
+    options: dict[str, Any] = {}
+    if name in ("fastest_k", "adaptive_k"):
+        options["k"] = draw(st.integers(1, n + 1))
+    if name == "quorum":
+        options["m"] = draw(st.integers(1, 3))
+    if name == "group_fastest" and draw(st.booleans()):  # lazy G-CADA's chosen groups
+        options["groups"] = tuple(
+            sorted(draw(st.sets(st.integers(0, assignment.num_files - 1), max_size=3)))
+        )
+    dispatched = frozenset(
+        draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=n))
+        if name == "bandit" or "groups" in options or draw(st.booleans())
+        else range(n)
+    )
+    extras = []
+    for _ in range(draw(st.integers(0, 4))):
+        worker = draw(st.integers(0, n))  # n: off the roster
+        files = assignment.files_of(worker) if worker < n else (0,)
+        if draw(st.booleans()):  # another worker's files
+            files = assignment.files_of(draw(st.integers(0, n - 1)))
+        reply = signed(worker, files, lie=draw(st.booleans()))
+        seconds = draw(st.integers(0, 10)) / 2
+        extras.append(TimedReply(reply, seconds, {f: seconds for f in files}))
+    policy = CollectionPolicy(name, deadline, {})
+    return assignment, policy, dispatched, options, [*timed, *extras]
+
+
+def build_dispatched(
+    assignment: Assignment,
+    policy: CollectionPolicy,
+    dispatched: frozenset[int],
+    options: dict[str, Any],
+    kind: type[Intake],
+) -> Intake:
+    """An intake whose tasks went to ``dispatched`` only, as the coordinator builds it."""
+    members = {
+        w: Member(
+            w, simulated_identity(RUN_ID, w).client_id, simulated_identity(RUN_ID, w).public_key
+        )
+        for w in range(assignment.num_workers)
+    }
+    tasks = {w: Task(RUN_ID, 1, NONCE, w, assignment.files_of(w)) for w in dispatched}
+    checks = CountingChecks(tasks, members, make_float32_decoder(DIM), 1)
+    return kind(policy, assignment, dispatched, checks, options)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hostile_rounds())
+def test_a_round_with_hostile_replies_under_any_policy_decides_as_asking_before_each_reply(
+    case: tuple[Assignment, CollectionPolicy, frozenset[int], dict[str, Any], list[TimedReply]],
+) -> None:
+    # Attack on the monotone shortcut: every close rule (groups chosen, k beyond the
+    # workers, a deadline tied with arrivals), work given to some workers only, repeats,
+    # lies, replies nobody asked for. Held: the decisions are the same.
+    assignment, policy, dispatched, options, timed = case
+    fast = build_dispatched(assignment, policy, dispatched, options, Intake)
+    reference = build_dispatched(assignment, policy, dispatched, options, OneByOneIntake)
+    fast.feed(timed)
+    reference.feed(timed)
+
+    assert summary(fast) == summary(reference)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable, Set
+
+import torch
 
 from phalanx.detection import payload_digest
 from phalanx.identity import sign_reply
@@ -50,3 +53,15 @@ def signed_reply(
         node_id=None,
     )
     return Reply(worker, identity.client_id, run_id, 1, nonce, files, payloads, digests, signature)
+
+
+def overflowing(workers: Set[int]) -> Callable[[Reply], Reply]:
+    """A tamper: ``workers`` send 3e38 in every update, well signed (two overflow a mean)."""
+
+    def tamper(reply: Reply) -> Reply:
+        if reply.worker not in workers:
+            return reply
+        huge = torch.full((len(reply.payloads[0]) // 4,), 3.0e38).numpy().tobytes()
+        return resigned(reply, payloads=tuple(huge for _ in reply.payloads))
+
+    return tamper

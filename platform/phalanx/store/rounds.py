@@ -188,9 +188,11 @@ def record_round(
         Each dispatched worker's response time (:mod:`phalanx.response_times`), one
         per worker; none when the round was not timed.
     late_responses : Iterable[LateResponse]
-        Replies to earlier rounds that came during this one: each earlier round's
-        ``missing`` response of that worker becomes ``late``, with its time. One that
-        matches no missing response (its round was not timed) changes nothing.
+        Replies to earlier rounds (or to this one, heard while it sent the model
+        again after its close) that came during this one: that round's ``missing``
+        response of that worker becomes ``late``, with its time. One that matches no
+        missing response (its round was not timed), or names a later round, changes
+        nothing.
 
     Returns
     -------
@@ -263,7 +265,7 @@ def record_round(
         late = [
             {"r_run": run_id, "r_round": r.round, "r_worker": r.worker, "r_seconds": r.seconds}
             for r in late_responses
-            if r.round < round_data.number
+            if r.round <= round_data.number  # its own: after its responses went in
         ]
         if late:
             session.execute(_LATE_UPDATE, late)

@@ -142,6 +142,10 @@ def test_event_data_refuses_a_kind_longer_than_the_column() -> None:
 def test_a_late_reply_turns_its_rounds_missing_response_late_and_nothing_else(
     db_session: Session,
 ) -> None:
+    other = new_run(db_session)
+    rounds.record_round(
+        db_session, other.id, round_data(1), responses=[WorkerResponse(1, None, "missing")]
+    )
     run = new_run(db_session)
     first = [
         WorkerResponse(0, 1.0, "kept"),
@@ -158,25 +162,31 @@ def test_a_late_reply_turns_its_rounds_missing_response_late_and_nothing_else(
             LateResponse(1, 1, 41.5),
             LateResponse(1, 1, 99.0),  # a second for the same response: the first counts
             LateResponse(1, 0, 7.0),  # its response was kept: nothing to change
-            LateResponse(2, 2, 3.0),  # this round's own: not a reply to an earlier one
+            # This round's own, heard while it sent the model again after its close.
+            LateResponse(2, 2, 3.0),
             LateResponse(1, 9, 5.0),  # a worker the round did not time
+            LateResponse(3, 1, 5.0),  # a later round: not recorded yet, nothing to change
+            LateResponse(0, 1, 5.0),  # a round that does not exist
         ],
     )
     db_session.commit()
 
     stored = db_session.execute(
         select(
+            WorkerResponseRow.run_id,
             WorkerResponseRow.round,
             WorkerResponseRow.worker,
             WorkerResponseRow.seconds,
             WorkerResponseRow.status,
         ).order_by(WorkerResponseRow.round, WorkerResponseRow.worker)
     ).all()
-    assert [tuple(row) for row in stored] == [
+    assert [tuple(row[1:]) for row in stored if row[0] == run.id] == [
         (1, 0, 1.0, "kept"),
         (1, 1, 41.5, "late"),
         (1, 2, None, "missing"),
         (2, 0, None, "missing"),
         (2, 1, None, "missing"),
-        (2, 2, None, "missing"),
+        (2, 2, 3.0, "late"),
     ]
+    # Another run's round 1, with the same worker missing, is not touched.
+    assert [tuple(row[1:]) for row in stored if row[0] == other.id] == [(1, 1, None, "missing")]
