@@ -275,8 +275,10 @@ class RoundDetailOut(RoundOut):
             f"(pairs of workers that disagreed, with the files they disagreed on; at most "
             f"{MAX_CONFLICTS:,}, of 'num_conflicts'), 'degrees' of the workers that had a "
             f"conflict, and up to {MAX_CLIQUES} maximum cliques, each as the workers outside "
-            "it ('outside_max_cliques', of 'num_max_cliques'). Null for rounds recorded "
-            "before rounds kept it."
+            "it ('outside_max_cliques', of 'num_max_cliques'), and the round's agreeing group "
+            "('agreeing', as [first, last] ranges: the workers each flag's evidence was "
+            "measured against; an event holds only its count and digest). Null for rounds "
+            "recorded before rounds kept it."
         )
     )
 
@@ -355,7 +357,10 @@ class EventOut(_EventFields):
     """A detection event: evidence that a worker misbehaved in a round."""
 
     evidence: dict[str, Any] = Field(
-        description="Everything detection recorded; its 'summary' explains it in words."
+        description="Everything detection recorded; its 'summary' explains it in words. A "
+        "flag's 'agreeing' is the group it was measured against, as a 'count' and the "
+        "SHA-256 'digest' of its members (written '0,1,2,5'); the members are in the "
+        "round's agreement ('agreeing'), GET /api/v1/runs/{run_id}/rounds/{number}."
     )
 
 

@@ -19,7 +19,11 @@ workers:
   everyone), with the true number of maximum cliques beside them;
 - the workers that replied are stored as ranges (``[[0, 999]]`` when all 1,000
   replied) and degrees only for workers that had a conflict (every other worker
-  agreed with all the others).
+  agreed with all the others);
+- the round's *agreeing group* (the workers flags are measured against, the union
+  of the maximum cliques among workers not proven liars) is stored as ranges too,
+  once per round: each flag's evidence holds only its count and digest
+  (:mod:`phalanx.agreeing_group`), and a reader finds the members here.
 
 At K = 1,000 with 100 colluding workers (r = 3, three files each) the record
 takes about 36 KB of JSON; however the conflicts fall, a record of 1,000 workers
@@ -43,9 +47,10 @@ from phalanx.config import MAX_WORKERS
 if TYPE_CHECKING:
     from phalanx.detection import Verdict
 
-#: Version of the stored form written by :meth:`AgreementRecord.to_dict`; version 1
-#: (before suspects and dropped files were kept) is still read.
-VERSION = 2
+#: Version of the stored form written by :meth:`AgreementRecord.to_dict`; versions 1
+#: (before suspects and dropped files were kept) and 2 (before the agreeing group was
+#: kept) are still read.
+VERSION = 3
 #: Most conflict edges a record lists (more than the 780 pairs of 40 workers, the
 #: most the dashboard draws in full, so its full drawings are never cut short).
 MAX_CONFLICTS = 1_000
@@ -143,6 +148,10 @@ class AgreementRecord:
         Files that kept no value, by file; at most :data:`MAX_DROPPED`.
     num_dropped : int
         How many files kept no value.
+    agreeing : tuple of int or None
+        The round's agreeing group (:attr:`phalanx.detection.Verdict.agreeing`), in
+        increasing order; empty when nothing was compared, ``None`` in records written
+        before it was kept (their events list the group themselves).
     """
 
     rule: str
@@ -156,6 +165,7 @@ class AgreementRecord:
     suspects: tuple[int, ...] = ()
     dropped: tuple[DroppedEntry, ...] = ()
     num_dropped: int = 0
+    agreeing: tuple[int, ...] | None = None
 
     @property
     def compared(self) -> bool:
@@ -225,6 +235,7 @@ class AgreementRecord:
             suspects=tuple(sorted(verdict.suspects)),
             dropped=tuple(dropped[:MAX_DROPPED]),
             num_dropped=len(dropped),
+            agreeing=tuple(sorted(verdict.agreeing)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -253,6 +264,7 @@ class AgreementRecord:
                 for d in self.dropped
             ],
             "num_dropped": self.num_dropped,
+            "agreeing": [list(span) for span in _ranges(self.agreeing or ())],
         }
 
     @classmethod
@@ -266,7 +278,7 @@ class AgreementRecord:
         """
         fields = _mapping(data, "the record")
         version = fields.get("version")
-        if version not in (1, VERSION):
+        if isinstance(version, bool) or version not in (1, 2, VERSION):
             numbered = isinstance(version, int) and not isinstance(version, bool)
             raise AgreementRecordError(
                 f"record version {version} is not {VERSION}"
@@ -293,7 +305,7 @@ class AgreementRecord:
             _workers(item, "a clique", known)
             for item in _list(fields.get("outside_max_cliques"), "cliques", MAX_CLIQUES)
         )
-        later = version == VERSION
+        later = version != 1
         dropped = tuple(
             _dropped(item)
             for item in (_list(fields.get("dropped"), "dropped", MAX_DROPPED) if later else [])
@@ -310,12 +322,28 @@ class AgreementRecord:
             suspects=_workers(fields.get("suspects"), "suspects", known) if later else (),
             dropped=dropped,
             num_dropped=_count(fields.get("num_dropped"), "num_dropped") if later else 0,
+            agreeing=_members(fields.get("agreeing"), known) if version == VERSION else None,
         )
         if record.num_conflicts < len(record.conflicts):
             raise AgreementRecordError("num_conflicts is below the conflicts listed")
         if record.num_dropped < len(record.dropped):
             raise AgreementRecordError("num_dropped is below the dropped files listed")
         return record
+
+
+def stored_agreeing(version: object, agreeing: object) -> tuple[int, ...] | None:
+    """Read the agreeing group from a stored record's ``version`` and ``agreeing`` fields.
+
+    For readers that need only the group (the dashboard explaining events), without
+    reading the whole record back. Returns ``None`` for a record written before the
+    group was kept, or whose group is malformed.
+    """
+    if isinstance(version, bool) or version != VERSION:
+        return None
+    try:
+        return _expand(_list(agreeing, "agreeing", MAX_WORKERS))
+    except AgreementRecordError:
+        return None
 
 
 def _ranges(workers: Sequence[int]) -> list[tuple[int, int]]:
@@ -342,6 +370,13 @@ def _expand(spans: Iterable[object]) -> tuple[int, ...]:
             raise AgreementRecordError(f"more than {MAX_WORKERS} workers replied")
         workers.extend(range(first, last + 1))
     return tuple(workers)
+
+
+def _members(value: object, known: frozenset[int]) -> tuple[int, ...]:
+    members = _expand(_list(value, "agreeing", MAX_WORKERS))
+    if not known.issuperset(members):
+        raise AgreementRecordError("a worker of the agreeing group did not reply")
+    return members
 
 
 def _edge(item: object, known: frozenset[int]) -> ConflictEdge:

@@ -19,6 +19,7 @@ from phalanx.agreement_record import (
     AgreementRecord,
     AgreementRecordError,
     ConflictEdge,
+    stored_agreeing,
 )
 from phalanx.assignment import Assignment, bibd_assignment
 from phalanx.detection import Replica, Verdict, detect, payload_digest
@@ -204,7 +205,11 @@ def _valid() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=3), "version 3 is not 2"),
+        (lambda d: d.update(version=4), "version 4 is not 3"),
+        (lambda d: d.update(version=True), "has no version"),
+        (lambda d: d.update(agreeing=[[0, 99]]), "did not reply"),
+        (lambda d: d.update(agreeing=[[3, 1]]), "not increasing"),
+        (lambda d: d.update(agreeing="0-5"), "agreeing is not a list"),
         (lambda d: d.update(dropped={"file": 0}), "dropped is not a list"),
         (lambda d: d.update(dropped=[{**DROP, "reason": "bored"}]), "no known reason"),
         (lambda d: d.update(dropped=[{**DROP, "file": -1}]), "non-negative integer"),
@@ -281,3 +286,17 @@ def test_a_tie_records_its_suspects_and_every_dropped_file_with_holders_and_dige
         assert entry.holders == assignment.workers_of(entry.file)
         assert {w for w, _ in entry.digests} == set(assignment.workers_of(entry.file))
         assert entry.reason in {"disputed", "suspects_only"}
+
+
+def test_the_record_keeps_the_agreeing_group_once_and_older_records_have_none() -> None:
+    data = _valid()
+    record = AgreementRecord.from_dict(data)
+    assert record.agreeing == (0, 1, 3, 4, 6)  # everyone but liars 2 and 5
+    assert data["agreeing"] == [[0, 1], [3, 4], [6, 6]]
+    assert stored_agreeing(data["version"], data["agreeing"]) == record.agreeing
+    older = {k: v for k, v in data.items() if k != "agreeing"}
+    assert AgreementRecord.from_dict({**older, "version": 2}).agreeing is None
+    assert stored_agreeing(2, data["agreeing"]) is None
+    assert stored_agreeing(True, data["agreeing"]) is None
+    assert stored_agreeing(data["version"], [[4, 2]]) is None
+    assert stored_agreeing(data["version"], "0-6") is None

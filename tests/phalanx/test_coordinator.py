@@ -240,6 +240,9 @@ def test_colluders_whose_updates_overflow_the_mean_are_flagged_and_no_honest_wor
         attack={"name": "constant", "q": 2, "params": {"value": 3.0e38}},
         aggregation={"rule": "mean", "f": 0},
         training={"optimizer": optimizer, "server_lr": 0.01},
+        # Screening off: the overflow's trace is what this tests. With it on, the r = 1
+        # score leaves both out as outliers first (the next test).
+        detection={"outlier_threshold": None},
     )
     truth = adversaries(config)
     sink = run(config)
@@ -256,6 +259,26 @@ def test_colluders_whose_updates_overflow_the_mean_are_flagged_and_no_honest_wor
     assert "L2 norm" in evidence["summary"] and evidence["norm"] > 1e38
     summary = summarize(config, RUN_ID, sink.reports)
     assert summary.precision == 1.0 and summary.recall == 1.0
+
+
+def test_r1_screening_leaves_out_colluders_sending_one_huge_update_before_the_mean() -> None:
+    """Could fail with a score that lets identical colluders shield one another.
+
+    The nearest-neighbour score with f = 0 counted each colluder as the other's close
+    neighbour; from the coordinate-wise median both are far, whatever f.
+    """
+    config = small_config(
+        rounds=2,
+        assignment={"scheme": "none", "num_workers": 7, "r": 1},
+        attack={"name": "constant", "q": 2, "params": {"value": 3.0e38}},
+        aggregation={"rule": "mean", "f": 0},
+    )
+    truth = adversaries(config)
+    for report in run(config).reports:
+        assert {(e.worker, e.kind, e.severity) for e in report.events} == {
+            (w, "outlier", "low") for w in truth
+        }
+        assert report.metrics["accepted_files"] == 5.0
 
 
 def test_at_r3_every_worker_behind_an_overflowing_file_is_named() -> None:

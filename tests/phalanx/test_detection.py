@@ -302,7 +302,8 @@ def test_unique_max_clique_flags_every_worker_outside_it_with_high_severity_evid
     verdict = detect(assignment, weak_attack(assignment, frozenset({3})))
     evidence = verdict.evidence[3]
     assert (evidence.kind, evidence.severity) == ("outside_max_clique", "high")
-    assert evidence.clique == (0, 1, 2, 4, 5, 6)
+    assert verdict.agreeing == {0, 1, 2, 4, 5, 6}
+    assert evidence.agreeing is not None and evidence.agreeing.matches({0, 1, 2, 4, 5, 6})
     assert evidence.disagreed_with == (0, 1, 2, 4, 5, 6)
     assert [d.file for d in evidence.files] == list(assignment.files_of(3))
     dispute = evidence.files[0]
@@ -608,7 +609,7 @@ def test_evidence_summary_names_workers_files_distances_and_the_rule() -> None:
     assert text.startswith("Worker 3 disagreed with workers 0, 1, 2 and 4 on files ")
     assert all(str(f) in text for f in files)
     assert "tolerance 1e-05" in text
-    assert "the 4 workers 0, 1, 2 and 4 agree with one another" in text
+    assert "the 4 workers of the round's largest group (listed with the round) agree" in text
     assert "unique largest group" in text
     assert f"{verdict.evidence[3].files[0].distance_from(3):.3g}" in text
     assert "belongs to the unique largest group" in verdict.explain(0)

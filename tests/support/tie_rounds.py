@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime
 
 import torch
 from sqlalchemy.orm import Session, sessionmaker
@@ -12,7 +11,8 @@ from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import Assignment
 from phalanx.detection import Replica, detect, payload_digest
 from phalanx.reports import suspects_event
-from phalanx.store import EventData, RoundData, Severity, rounds, runs
+from phalanx.store import EventData, Severity
+from tests.support.recorded_round import record_first_round
 
 
 def seed_tie(sessions: sessionmaker[Session]) -> tuple[str, set[int]]:
@@ -28,28 +28,19 @@ def seed_tie(sessions: sessionmaker[Session]) -> tuple[str, set[int]]:
     verdict = detect(assignment, replicas)
     assert verdict.rule == "unanimity" and verdict.suspects == {0, 1, 2, 3}
     notice = suspects_event(verdict, 1)
-    now = datetime(2025, 1, 1, tzinfo=UTC)
-    config = {"name": "tie", "rounds": 3, "assignment": {"scheme": "subsets", "num_workers": 6}}
-    with sessions.begin() as session:
-        run = runs.create_run(session, name="tie", config=config, seed=1)
-        rounds.record_round(
-            session,
-            run.id,
-            RoundData(
-                number=1,
-                started_at=now,
-                finished_at=now,
-                assignment={"scheme": "subsets", "num_workers": 6, "r": 3, "num_files": 20},
-                agreement=AgreementRecord.from_verdict(verdict).to_dict(),
-            ),
-            [
-                EventData(
-                    kind=notice.kind,
-                    severity=Severity(notice.severity),
-                    worker=notice.worker,
-                    client_id=notice.client_id,
-                    evidence=notice.evidence,
-                )
-            ],
-        )
-        return run.id, set(verdict.dropped)
+    run_id = record_first_round(
+        sessions,
+        name="tie",
+        assignment={"scheme": "subsets", "num_workers": 6, "r": 3, "num_files": 20},
+        agreement=AgreementRecord.from_verdict(verdict).to_dict(),
+        events=[
+            EventData(
+                kind=notice.kind,
+                severity=Severity(notice.severity),
+                worker=notice.worker,
+                client_id=notice.client_id,
+                evidence=notice.evidence,
+            )
+        ],
+    )
+    return run_id, set(verdict.dropped)

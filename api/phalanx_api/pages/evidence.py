@@ -2,8 +2,11 @@
 
 The coordinator stores, with each flag, the evidence behind it
 (:meth:`phalanx.detection.Evidence.to_dict`): a plain-English ``summary``, the
-workers it was measured against (``clique``), those it disagreed with, and per
-disputed file every replica's digest and the relative distances between them.
+group of agreeing workers it was measured against (``agreeing``: a count and a
+digest; the members are stored once with the round, and the caller passes them
+in; events recorded before that list them in ``clique``), those it disagreed
+with, and per disputed file every replica's digest and the relative distances
+between them.
 A refused reply stores the ``reason`` instead. This module turns both into a
 headline, the summary, and one sentence and one table per file: which workers
 sent what, whose digests differed, and how far apart the updates were.
@@ -16,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from phalanx.agreeing_group import AgreeingGroup
 from phalanx.english_list import name_numbers
 from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS, ROUND_KINDS, EventKind
 
@@ -198,7 +202,12 @@ def is_rejection(kind: str) -> bool:
     return kind not in FLAG_KINDS and kind not in ROUND_KINDS
 
 
-def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Explanation:
+def explain(
+    kind: str,
+    worker: int | None,
+    evidence: Mapping[str, Any],
+    agreeing: Sequence[int] | None = None,
+) -> Explanation:
     """Explain one detection event.
 
     Parameters
@@ -209,6 +218,10 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
         The worker it names.
     evidence : Mapping[str, Any]
         The stored evidence; missing or malformed parts are skipped, never fatal.
+    agreeing : sequence of int, optional
+        The agreeing group stored with the event's round
+        (:func:`phalanx.store.rounds.agreeing_groups`); shown when it matches the
+        evidence's digest.
 
     Returns
     -------
@@ -239,9 +252,9 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
         if _integer(item.get("file")) is not None
     )
     facts: list[tuple[str, str]] = []
-    clique = _integers(evidence.get("clique"))
-    if clique:
-        facts.append(("Agreeing group", name_numbers("worker", "workers", clique)))
+    group = _agreeing_group(evidence, agreeing)
+    if group:
+        facts.append(("Agreeing group", group))
     disagreed = _integers(evidence.get("disagreed_with"))
     if disagreed:
         facts.append(("Disagreed with", name_numbers("worker", "workers", disagreed)))
@@ -288,6 +301,21 @@ def explain(kind: str, worker: int | None, evidence: Mapping[str, Any]) -> Expla
         facts=tuple(facts),
         is_rejection=False,
     )
+
+
+def _agreeing_group(evidence: Mapping[str, Any], members: Sequence[int] | None) -> str:
+    """Name the agreeing group: from the round's record, checked by digest, or as listed."""
+    listed = _integers(evidence.get("clique"))  # events recorded before rounds kept it
+    if listed:
+        return name_numbers("worker", "workers", listed)
+    group = AgreeingGroup.from_dict(evidence.get("agreeing"))
+    if group is None:
+        return ""
+    if members is None:
+        return f"{group.count} workers (the round's record does not list them)"
+    if not group.matches(members):
+        return f"{group.count} workers (the round's record lists another group; not shown)"
+    return name_numbers("worker", "workers", sorted(members))
 
 
 def _file_record(item: Mapping[str, Any], subject: int | None, tol: float | None) -> FileRecord:

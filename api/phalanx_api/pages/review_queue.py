@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from phalanx.event_kinds import bans_on_confirm
 from phalanx.store import Client, DetectionEvent, EventFilter, ReviewStatus, events
 from phalanx.store import dashboard as queries
+from phalanx.store import rounds as round_records
 from phalanx_api.pages.evidence import Explanation, explain
 from phalanx_api.pages.listings import PAGE_SIZE
 
@@ -90,12 +91,21 @@ def review_queue(
     owners = queries.clients_by_id(session, client_ids)
     names = queries.run_names(session, {e.run_id for e in everything})
     counts = queries.event_counts_by_client(session, client_ids)
+    groups = round_records.agreeing_groups(
+        session,
+        {
+            (e.run_id, e.round)
+            for e in everything
+            if isinstance(e.evidence, dict) and "agreeing" in e.evidence
+        },
+    )
 
     def card(event: DetectionEvent) -> EventCard:
         counted = counts.get(event.client_id) if event.client_id else None
+        members = groups.get((event.run_id, event.round))
         return EventCard(
             event=event,
-            explanation=explain(event.kind, event.worker, event.evidence),
+            explanation=explain(event.kind, event.worker, event.evidence, members),
             client=owners.get(event.client_id) if event.client_id else None,
             run_name=names.get(event.run_id, event.run_id),
             client_open=counted.open if counted else 0,

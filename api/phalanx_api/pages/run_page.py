@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from phalanx.agreement_record import stored_agreeing
 from phalanx.event_kinds import FLAG_KINDS
 from phalanx.store import Client, DetectionEvent, EventFilter, Round, Run, events, rounds, runs
 from phalanx.store import dashboard as queries
@@ -177,10 +178,15 @@ def run_page(session: Session, run_id: str) -> RunPage:
             events=[RoundEvent(e.worker, e.kind, e.client_id) for e in in_round],
         )
         owners = queries.clients_by_id(session, {e.client_id for e in in_round if e.client_id})
+        members = (
+            stored_agreeing(stored.get("version"), stored.get("agreeing"))
+            if isinstance(stored, dict)
+            else None
+        )
         latest = tuple(
             FlaggedInRound(
                 event=e,
-                explanation=explain(e.kind, e.worker, e.evidence),
+                explanation=explain(e.kind, e.worker, e.evidence, members),
                 client=owners.get(e.client_id) if e.client_id else None,
             )
             for e in in_round

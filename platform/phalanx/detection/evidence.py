@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from phalanx.agreeing_group import AgreeingGroup
 from phalanx.detection.comparison import DEFAULT_TOL, Mode
 from phalanx.detection.ties import TiePolicy
 from phalanx.english_list import join_words as _join
@@ -80,9 +81,12 @@ class Evidence:
         ``"outlier"`` (r = 1 distance score) or ``"low_degree"`` (Aspis+ window).
     severity : {"high", "low"}
         ``"high"`` rests on replicas that disagree; ``"low"`` on distance alone.
-    clique : tuple of int
-        The agreeing workers the flag is measured against: the unique maximum clique,
-        or the union of the tied maximum cliques. Empty for outliers and low degree.
+    agreeing : AgreeingGroup or None
+        The agreeing workers the flag is measured against (the unique maximum clique,
+        or the union of the tied maximum cliques) as a count and a digest: the round's
+        agreement record lists the members once (:mod:`phalanx.agreeing_group`), so an
+        event's size does not grow with the federation. ``None`` for outliers and low
+        degree.
     disagreed_with : tuple of int
         Workers whose replicas disagreed with this worker's.
     files : tuple of FileDispute
@@ -104,7 +108,7 @@ class Evidence:
     worker: int
     kind: EvidenceKind
     severity: Severity
-    clique: tuple[int, ...] = ()
+    agreeing: AgreeingGroup | None = None
     disagreed_with: tuple[int, ...] = ()
     files: tuple[FileDispute, ...] = ()
     mode: Mode = "auto"
@@ -121,7 +125,7 @@ class Evidence:
             "worker": self.worker,
             "kind": self.kind,
             "severity": self.severity,
-            "clique": list(self.clique),
+            "agreeing": None if self.agreeing is None else self.agreeing.to_dict(),
             "disagreed_with": list(self.disagreed_with),
             "files": [f.to_dict() for f in self.files],
             "mode": self.mode,
@@ -157,12 +161,12 @@ class Evidence:
                 "below that bound (K - q - 1 per round when all K workers reply)."
             )
         disputes = self._disputes_sentence()
-        clique = _listing("worker", "workers", self.clique)
+        size = 0 if self.agreeing is None else self.agreeing.count
         if self.kind == "outside_max_clique":
             return (
-                f"{disputes}; the {len(self.clique)} {clique} agree with one another on every "
-                f"shared file, so worker {w} is outside the unique largest group of mutually "
-                "agreeing workers."
+                f"{disputes}; the {size} workers of the round's largest group (listed with "
+                f"the round) agree with one another on every shared file, so worker {w} is "
+                "outside the unique largest group of mutually agreeing workers."
             )
         decided = (
             "each file's value came from the strict majority of its unflagged replicas"
@@ -172,7 +176,8 @@ class Evidence:
         )
         return (
             f"{disputes}; {self.num_max_cliques} groups of mutually agreeing workers tie for "
-            f"largest (together {clique}) and worker {w} belongs to none of them. As the "
+            f"largest (together {size} workers, listed with the round) and worker {w} "
+            "belongs to none of them. As the "
             f"largest group is not unique, {decided}."
         )
 

@@ -11,6 +11,7 @@ import networkx as nx
 import torch
 from torch import Tensor
 
+from phalanx.agreeing_group import AgreeingGroup
 from phalanx.assignment import Assignment
 from phalanx.detection.cliques import MaximumCliques, maximum_cliques
 from phalanx.detection.comparison import (
@@ -102,6 +103,11 @@ class Verdict:
     supporters : dict of int to tuple of int
         Each accepted file's *supporters*: the workers, neither flagged nor distrusted,
         whose replicas agree with its value. The value is a lie only if they all lie.
+    agreeing : frozenset of int
+        The round's agreeing group, against which flags from comparing replicas are
+        measured: the union of the maximum cliques among workers not distrusted (empty
+        when nothing was compared). Listed once with the round; each flag's evidence
+        holds only its count and digest (`AgreeingGroup`).
     """
 
     accepted: dict[int, Tensor]
@@ -118,6 +124,7 @@ class Verdict:
     suspects: frozenset[int] = frozenset()
     drops: dict[int, DroppedFile] = field(default_factory=dict)
     supporters: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    agreeing: frozenset[int] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; accepted values appear by digest, not by content."""
@@ -319,13 +326,14 @@ def judge(
             for file, c in comparisons.items()
         }
     accepted = {file: r for file, r in chosen.items() if r is not None}
+    group = AgreeingGroup.of(trusted)
     evidence = {
         w: _clique_evidence(
             w,
             conflicts,
             comparisons,
             accepted,
-            trusted,
+            group,
             rule,
             cliques.count,
             compared.mode,
@@ -347,6 +355,7 @@ def judge(
         supporters={
             file: _supporters(comparisons[file], r, untrusted) for file, r in accepted.items()
         },
+        agreeing=trusted,
     )
 
 
@@ -406,7 +415,7 @@ def _clique_evidence(
     conflicts: nx.Graph,
     comparisons: Mapping[int, FileComparison],
     accepted: Mapping[int, Replica],
-    trusted: frozenset[int],
+    agreeing: AgreeingGroup,
     rule: Rule,
     num_max_cliques: int,
     mode: Mode,
@@ -420,7 +429,7 @@ def _clique_evidence(
         worker=worker,
         kind="outside_max_clique" if rule == "unique_clique" else "majority_minority",
         severity="high",
-        clique=tuple(sorted(trusted)),
+        agreeing=agreeing,
         disagreed_with=tuple(sorted(conflicts.adj[worker])),
         files=tuple(disputes),
         mode=mode,
@@ -512,6 +521,7 @@ def _verdict(
     suspects: frozenset[int] = frozenset(),
     drops: dict[int, DroppedFile] | None = None,
     supporters: dict[int, tuple[int, ...]] | None = None,
+    agreeing: frozenset[int] = frozenset(),
 ) -> Verdict:
     # With nobody replying there is no graph, hence no clique to report.
     listed = cliques.cliques(MAX_LISTED_CLIQUES) if degrees else ()
@@ -535,6 +545,7 @@ def _verdict(
             if supporters is not None
             else {f: (r.worker,) for f, r in sorted(accepted.items())}
         ),
+        agreeing=agreeing,
     )
 
 

@@ -155,8 +155,8 @@ def flag_outliers(
 
     Each node computes its own data, so each update is the one replica of its own file
     (`phalanx.assignment.none_assignment`) and `phalanx.detection.detect` falls back to
-    its outlier score: the mean distance to the ``n - f - 2`` nearest other updates, as a
-    robust z-score (median and MAD over the nodes).
+    its outlier score: the distance to the coordinate-wise median of the updates, as a
+    robust z-score (median and MAD over the nodes); ``O(n d)``, no matrix of all pairs.
 
     Parameters
     ----------
@@ -165,8 +165,9 @@ def flag_outliers(
     node_ids : sequence of int
         Flower node id of each row.
     f : int
-        Byzantine nodes tolerated; with colluders sending near-identical updates, pass
-        at least their number. Nothing is scored when ``n < f + 3``.
+        Byzantine nodes tolerated. Nothing is scored when ``n < f + 3``; the score itself
+        does not depend on it (colluders sending one update are as far from the median
+        as each of them alone).
     threshold : float or None
         Robust z-score above which a node is flagged; ``None`` disables detection.
 

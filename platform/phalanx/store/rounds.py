@@ -20,6 +20,7 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
+from phalanx.agreement_record import stored_agreeing
 from phalanx.response_times import LateResponse, WorkerResponse
 from phalanx.store.errors import ConflictError, NotFoundError
 from phalanx.store.models import DetectionEvent, Round, Severity, WorkerResponseRow
@@ -319,6 +320,32 @@ def get_agreement(session: Session, run_id: str, number: int) -> dict[str, Any] 
         raise NotFoundError(f"round {number} of run", run_id)
     stored: dict[str, Any] | None = found[0]
     return stored
+
+
+def agreeing_groups(
+    session: Session, keys: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Return the agreeing group stored with each of these rounds, by ``(run_id, number)``.
+
+    Reads only the two fields of each round's agreement record it needs, not the
+    record. Rounds without a group (recorded before it was kept, or malformed) are
+    left out; their events list the group themselves.
+    """
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    query = select(
+        Round.run_id, Round.number, Round.agreement["version"], Round.agreement["agreeing"]
+    ).where(
+        Round.run_id.in_({run for run, _ in wanted}),
+        Round.number.in_({number for _, number in wanted}),
+    )
+    groups: dict[tuple[str, int], tuple[int, ...]] = {}
+    for run_id, number, version, agreeing in session.execute(query):
+        members = stored_agreeing(version, agreeing)
+        if (run_id, number) in wanted and members is not None:
+            groups[run_id, number] = members
+    return groups
 
 
 def list_rounds(session: Session, run_id: str) -> Sequence[Round]:

@@ -7,6 +7,7 @@ stored shape and the dashboard's reading of it drift apart.
 
 from __future__ import annotations
 
+from phalanx.agreement_record import AgreementRecord
 from phalanx.assignment import bibd_assignment
 from phalanx.detection import detect
 from phalanx.event_kinds import EventKind
@@ -58,3 +59,35 @@ def test_a_refused_reply_is_explained_by_its_reason() -> None:
 def test_every_kind_the_coordinator_writes_has_a_headline() -> None:
     assert set(KIND_HEADLINES) == set(EventKind)
     assert all(isinstance(kind, EventKind) for kind in KIND_HEADLINES)
+
+
+def test_the_agreeing_group_is_shown_from_the_round_s_record_checked_by_its_digest() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {4}))
+    stored = verdict.evidence[4].to_dict()
+    members = AgreementRecord.from_verdict(verdict).agreeing
+    assert members == (0, 1, 2, 3, 5, 6) and "clique" not in stored
+
+    def group(members: tuple[int, ...] | None) -> str:
+        return dict(explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored, members).facts)[
+            "Agreeing group"
+        ]
+
+    assert group(members) == "workers 0, 1, 2, 3, 5 and 6"
+    assert group(None) == "6 workers (the round's record does not list them)"
+    # A record of another round (or a forged one) is not shown as this event's group.
+    assert (
+        group((0, 1, 2, 3, 4, 5)) == "6 workers (the round's record lists another group; not shown)"
+    )
+    assert group((0, 1, 2, 3, 5)).startswith("6 workers (the round's record lists another")
+
+
+def test_an_event_recorded_before_rounds_kept_the_group_still_shows_its_own_list() -> None:
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, {"clique": [0, 1, 2, 3, 5, 6]})
+    assert dict(words.facts)["Agreeing group"] == "workers 0, 1, 2, 3, 5 and 6"
+
+
+def test_a_malformed_agreeing_group_is_skipped_not_fatal() -> None:
+    for bad in ({"count": -1, "digest": "0" * 64}, {"count": 3, "digest": "x"}, [1, 2], "six"):
+        words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, {"agreeing": bad}, (0, 1))
+        assert "Agreeing group" not in dict(words.facts)

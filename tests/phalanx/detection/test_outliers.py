@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD, outliers
+from phalanx.detection.outliers import centre_distances, outlier_scores, robust_centre
+
+
+def honest_updates(n: int, d: int, seed: int, spread: float = 0.1) -> torch.Tensor:
+    """``n`` IID updates around one common gradient."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(d, generator=g) + spread * torch.randn(n, d, generator=g)
+
+
+class LargestTensor(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Records the most elements of any tensor an operation produced while active."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.largest = 0
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for item in out if isinstance(out, tuple | list) else (out,):
+            if isinstance(item, torch.Tensor):
+                self.largest = max(self.largest, item.numel())
+        return out
+
+
+@contextmanager
+def largest_tensor() -> Iterator[LargestTensor]:
+    with LargestTensor() as mode:
+        yield mode
+
+
+def test_screening_builds_no_matrix_of_all_pairs() -> None:
+    n, d = 400, 3
+    values = honest_updates(n, d, seed=1)
+    with largest_tensor() as seen:
+        outlier_scores(values, f=0)
+    assert 0 < seen.largest <= n * d < n * n
+    # The recorder does see an all-pairs matrix when one is built.
+    with largest_tensor() as seen:
+        torch.cdist(values, values)
+    assert seen.largest == n * n
+
+
+def test_screening_reads_the_stack_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = honest_updates(50, 40, seed=2)
+    values[7] *= -30.0
+    whole = outlier_scores(values, f=0)
+    monkeypatch.setattr(outliers, "CHUNK_ELEMENTS", 64)
+    with largest_tensor() as seen:
+        blocked = outlier_scores(values, f=0)
+    assert torch.allclose(whole, blocked, rtol=0, atol=1e-12)
+    # Blocks of 64 elements: nothing larger than the input, a row or a column block.
+    assert seen.largest <= 50 * 40
+
+
+def test_the_centre_is_the_coordinate_wise_median() -> None:
+    values = torch.tensor([[0.0, 10.0], [1.0, -5.0], [100.0, 0.0]])
+    assert robust_centre(values).tolist() == [1.0, 0.0]
+    distances = centre_distances(values, torch.tensor([1.0, 0.0]))
+    assert distances.dtype == torch.float64
+    assert torch.allclose(distances, torch.tensor([101.0**0.5, 5.0, 99.0], dtype=torch.float64))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(4, 40), st.integers(1, 12), st.integers(0, 2**31), st.randoms())
+def test_scores_do_not_depend_on_the_order_of_the_updates(
+    n: int, d: int, seed: int, rnd: Any
+) -> None:
+    values = honest_updates(n, d, seed)
+    order = list(range(n))
+    rnd.shuffle(order)
+    scores = outlier_scores(values, f=0)
+    shuffled = outlier_scores(values[order], f=0)
+    assert torch.allclose(shuffled, scores[order], rtol=0, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(4, 40),
+    st.integers(1, 12),
+    st.integers(0, 2**31),
+    st.floats(0.01, 100.0),
+    st.floats(-50.0, 50.0),
+)
+def test_scores_do_not_depend_on_a_common_shift_or_scale(
+    n: int, d: int, seed: int, scale: float, shift: float
+) -> None:
+    values = honest_updates(n, d, seed).to(torch.float64)
+    scores = outlier_scores(values, f=0)
+    moved = outlier_scores(values * scale + shift, f=0)
+    assert torch.allclose(moved, scores, rtol=1e-6, atol=1e-6)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(5, 60),
+    st.integers(1, 16),
+    st.integers(0, 2**31),
+    st.integers(0, 59),
+    st.floats(50.0, 1e4),
+)
+def test_a_far_update_always_scores_highest_and_over_the_threshold(
+    n: int, d: int, seed: int, where: int, factor: float
+) -> None:
+    values = honest_updates(n, d, seed)
+    far = where % n
+    centre = values.median(dim=0).values
+    reach = float((values - centre).norm(dim=1).max())
+    direction = torch.randn(d, generator=torch.Generator().manual_seed(seed + 1))
+    values[far] = centre + factor * reach * direction / direction.norm()
+    scores = outlier_scores(values, f=0)
+    assert int(scores.argmax()) == far
+    assert scores[far] > DEFAULT_OUTLIER_THRESHOLD
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(40, 300), st.integers(64, 256), st.integers(0, 2**31))
+def test_no_honest_update_is_flagged_on_tight_iid_data(n: int, d: int, seed: int) -> None:
+    scores = outlier_scores(honest_updates(n, d, seed, spread=0.01), f=0)
+    assert float(scores.max()) <= DEFAULT_OUTLIER_THRESHOLD
+
+
+def test_colluders_sending_one_update_are_flagged_whatever_f() -> None:
+    # Under the nearest-neighbour score, 4 identical liars were each other's neighbours
+    # unless f >= 4; from the median they are as far as one liar alone.
+    values = honest_updates(20, 10, seed=3)
+    values[:4] = -20.0 * values[0]
+    for f in (0, 1, 4):
+        scores = outlier_scores(values, f=f)
+        assert (scores[:4] > DEFAULT_OUTLIER_THRESHOLD).all()
+        assert (scores[4:] <= DEFAULT_OUTLIER_THRESHOLD).all()
+
+
+def test_identical_updates_score_zero() -> None:
+    assert outlier_scores(torch.ones(6, 3), f=0).tolist() == [0.0] * 6
+
+
+def test_scores_refuse_too_few_updates_or_a_wrong_shape() -> None:
+    with pytest.raises(ValueError, match="n >= f \\+ 3"):
+        outlier_scores(torch.zeros(4, 2), f=2)
+    with pytest.raises(ValueError, match="n >= f \\+ 3"):
+        outlier_scores(torch.zeros(4, 2), f=-1)
+    with pytest.raises(ValueError, match="\\(n, d\\)"):
+        outlier_scores(torch.zeros(4), f=0)
