@@ -24,13 +24,13 @@ from phalanx.store import (
     rounds,
     runs,
 )
+from phalanx.store.cases import CaseFilter, CasePage, CaseSort
 from phalanx.store.engine import (
     make_engine,
     normalize_url,
     session_factory,
 )
 from phalanx.store.errors import ConflictError, LeaseLostError, NotFoundError, StoreError
-from phalanx.store.cases import CaseFilter, CasePage, CaseSort
 from phalanx.store.events import EventFilter, EventPage, EventSummary
 from phalanx.store.keys import CreatedKey
 from phalanx.store.models import (

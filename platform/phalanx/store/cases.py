@@ -58,7 +58,7 @@ def case_subject(client_id: str | None, worker: int | None) -> str:
 
 
 def status_of(open_count: int, confirmed_count: int) -> ReviewStatus:
-    """A case's status: open while any event is, then confirmed if any was, else dismissed."""
+    """Return the status of a case: open while an event is, confirmed if one was, else dismissed."""
     if open_count > 0:
         return ReviewStatus.OPEN
     return ReviewStatus.CONFIRMED if confirmed_count > 0 else ReviewStatus.DISMISSED
@@ -261,12 +261,12 @@ _RANK = case(
 
 
 def _order(sort: CaseSort, descending: bool) -> list[Any]:
-    keys: list[Any] = {
+    orders: dict[CaseSort, list[Any]] = {
         CaseSort.SEVERITY: [_RANK, DetectionCase.event_count, DetectionCase.latest_event_id],
         CaseSort.COUNT: [DetectionCase.event_count, DetectionCase.latest_event_id],
         CaseSort.RECENCY: [DetectionCase.latest_event_id],
-    }[sort]
-    keys = [*keys, DetectionCase.id]
+    }
+    keys = [*orders[sort], DetectionCase.id]
     return [k.desc() if descending else k.asc() for k in keys]
 
 
@@ -438,8 +438,10 @@ def lock_cases(session: Session, case_ids: Sequence[int]) -> list[DetectionCase]
     found = {c.id: c for c in session.scalars(query)}
     missing = [case_id for case_id in case_ids if case_id not in found]
     if missing:
-        raise NotFoundError("case", missing[0]) if len(missing) == 1 else NotFoundError(
-            "cases", missing
+        raise (
+            NotFoundError("case", missing[0])
+            if len(missing) == 1
+            else NotFoundError("cases", missing)
         )
     return [found[case_id] for case_id in case_ids]
 
@@ -521,7 +523,7 @@ def review_cases(
         found.reviewed_at = now
         found.note = note
     recount(session, cases, now=now)
-    by_case: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    by_case: dict[int | None, list[tuple[int, str]]] = defaultdict(list)
     for event_id, case_id, kind in opened:
         by_case[case_id].append((event_id, kind))
     return [
