@@ -487,6 +487,7 @@ def review_cases(
     """
     if mute and decision != "dismiss":
         raise InvalidInputError("mute goes with dismiss only", loc=("body", "mute"))
+    _check_case_ids(case_ids)
     closed = cases.review_cases(
         session, case_ids, DECISIONS[decision], reviewer=actor.name, note=note or None
     )
@@ -513,6 +514,20 @@ def review_cases(
         )
         for item in closed
     ]
+
+
+def _check_case_ids(case_ids: Sequence[int]) -> None:
+    """Refuse an empty, oversized or repeating list of cases (422)."""
+    loc = ("body", "case_ids")
+    if not 1 <= len(case_ids) <= cases.MAX_REVIEW_CASES:
+        raise InvalidInputError(
+            f"case_ids: select 1 to {cases.MAX_REVIEW_CASES} cases, got {len(case_ids)}", loc=loc
+        )
+    repeated = sorted({i for i in case_ids if case_ids.count(i) > 1})
+    if repeated:
+        raise InvalidInputError(
+            f"case_ids: each case may be named once; repeated: {repeated}", loc=loc
+        )
 
 
 def _after_case_review(
