@@ -123,7 +123,7 @@ def test_bulk_confirm_closes_every_open_event_bans_and_the_badge_counts_cases(
     page = client.get(done.headers["location"], headers=HTML).text
     flash = page[page.index('data-flash="cases"') :]
     flash = flash[: flash.index("</div>")]
-    assert f"Case #{liars[0]} (seeded/worker-2 (worker 2)) confirmed by operator-key" in flash
+    assert f"Case #{liars[0]}, seeded/worker-2 (worker 2): confirmed by operator-key" in flash
     assert "3 of 3 events closed" in flash
     assert flash.count('data-client-status="banned"') == 2
     assert 'data-open-cases="1"' in page  # worker 6's refusal is left
