@@ -214,14 +214,16 @@ def review_queue_page(
     run_id: UUID | None = None,
     client_id: UUID | None = None,
     kind: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]+$")] = None,
+    case_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     reviewed: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Response:
-    """Show detection events with their evidence in words; confirm or dismiss buttons."""
+    """Show detection events one by one with their evidence in words; review buttons."""
     where = EventFilter(
         run_id=str(run_id) if run_id else None,
         client_id=str(client_id) if client_id else None,
         kind=kind,
+        case_id=case_id,
         review_status=None if status == "all" else ReviewStatus(status),
     )
     queue = review_queue.review_queue(db, where, before=before, reviewed_id=reviewed)
@@ -242,6 +244,7 @@ def review_queue_page(
             "run_id": str(run_id) if run_id else None,
             "client_id": str(client_id) if client_id else None,
             "kind": kind,
+            "case_id": str(case_id) if case_id else None,
         },
     )
 

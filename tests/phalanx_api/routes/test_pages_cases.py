@@ -97,6 +97,11 @@ def test_the_queue_shows_one_card_per_client_with_its_rounds_and_evidence(
     assert "signature does not verify" in forger
     assert 'class="review"' not in page  # a viewer gets no forms
     assert 'id="bulk-review"' not in page
+    case_id = case_of(sessions, seeded.clients[2]).id
+    record = client.get(f"/events?status=all&case_id={case_id}", headers=HTML).text
+    assert record.count('<article class="card event') == 3
+    assert set(re.findall(r'data-worker="(\d+)"', record)) == {"2"}
+    assert "of case <a" in record
 
 
 def test_bulk_confirm_closes_every_open_event_bans_and_the_badge_counts_cases(
