@@ -75,7 +75,8 @@ def file_events(
     Opens the cases that do not exist yet, stores events of a kind muted for their
     case already dismissed (``muted``, reviewed by whoever muted it), and updates
     each case's counts, rounds, severity, latest and strongest event. The cases are
-    locked first (``FOR UPDATE`` on PostgreSQL), as reviews lock them.
+    locked first (``FOR UPDATE`` on PostgreSQL), as reviews lock them, and read afresh:
+    a coordinator's session may hold a case that a review has changed since.
 
     Parameters
     ----------
@@ -123,6 +124,7 @@ def _cases_for(
         select(DetectionCase)
         .where(DetectionCase.run_id == run_id, DetectionCase.subject.in_(list(subjects)))
         .with_for_update()
+        .execution_options(populate_existing=True)
     )
     cases = {c.subject: c for c in session.scalars(query)}
     for subject in subjects:
@@ -151,8 +153,10 @@ def _cases_for(
 def _mutes(session: Session, case_ids: Collection[int]) -> dict[tuple[int, str], CaseKind]:
     if not case_ids:
         return {}
-    query = select(CaseKind).where(
-        CaseKind.case_id.in_(list(case_ids)), CaseKind.muted_at.is_not(None)
+    query = (
+        select(CaseKind)
+        .where(CaseKind.case_id.in_(list(case_ids)), CaseKind.muted_at.is_not(None))
+        .execution_options(populate_existing=True)
     )
     return {(k.case_id, k.kind): k for k in session.scalars(query)}
 
@@ -183,7 +187,11 @@ def _count_in(found: DetectionCase, members: Sequence[DetectionEvent], *, now: d
 def _count_kinds(session: Session, rows: Sequence[DetectionEvent]) -> None:
     counted = Counter((row.case_id, row.kind) for row in rows if row.case_id is not None)
     case_ids = {case_id for case_id, _ in counted}
-    query = select(CaseKind).where(CaseKind.case_id.in_(list(case_ids))).with_for_update()
+    query = (
+        select(CaseKind)
+        .where(CaseKind.case_id.in_(list(case_ids)))
+        .execution_options(populate_existing=True)
+    )
     stored = {(k.case_id, k.kind): k for k in session.scalars(query)}
     for (case_id, kind), count in counted.items():
         if (case_id, kind) in stored:
@@ -377,7 +385,11 @@ def events_by_id(session: Session, event_ids: Collection[int]) -> dict[int, Dete
     """Return the events with these ids (the latest and strongest of a page of cases)."""
     if not event_ids:
         return {}
-    query = select(DetectionEvent).where(DetectionEvent.id.in_(list(event_ids)))
+    query = (
+        select(DetectionEvent)
+        .where(DetectionEvent.id.in_(list(event_ids)))
+        .execution_options(populate_existing=True)  # a review may have just changed them
+    )
     return {row.id: row for row in session.scalars(query)}
 
 
@@ -434,6 +446,7 @@ def lock_cases(session: Session, case_ids: Sequence[int]) -> list[DetectionCase]
         .where(DetectionCase.id.in_(list(case_ids)))
         .order_by(DetectionCase.id)
         .with_for_update()
+        .execution_options(populate_existing=True)
     )
     found = {c.id: c for c in session.scalars(query)}
     missing = [case_id for case_id in case_ids if case_id not in found]
@@ -593,7 +606,11 @@ def mute_kinds(
     list[str]
         The kinds muted now, sorted (a kind muted already keeps its first mute).
     """
-    query = select(CaseKind).where(CaseKind.case_id == case_id, CaseKind.kind.in_(list(kinds)))
+    query = (
+        select(CaseKind)
+        .where(CaseKind.case_id == case_id, CaseKind.kind.in_(list(kinds)))
+        .execution_options(populate_existing=True)
+    )
     stored = {k.kind: k for k in session.scalars(query)}
     muted = []
     for kind in sorted(set(kinds)):

@@ -5,9 +5,11 @@ On a migrated SQLite and PostgreSQL database.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.store import (
     CaseFilter,
@@ -241,3 +243,59 @@ def test_cases_go_with_their_run(db_session: Session) -> None:
     db_session.delete(run)
     db_session.commit()
     assert cases.count_cases(db_session) == 0
+
+
+def test_a_long_lived_session_counts_on_a_case_reviewed_by_another(
+    db_session_factory: sessionmaker[Session],
+) -> None:
+    with db_session_factory() as coordinator:
+        run_id = new_run(coordinator).id
+        record(coordinator, run_id, 1, EventData(kind=FLAG, severity=Severity.HIGH, worker=0))
+        coordinator.commit()
+        found = only_case(coordinator, run_id, "worker:0")  # kept in its identity map
+        coordinator.commit()
+        with db_session_factory() as reviewer:
+            cases.review_cases(reviewer, [found.id], ReviewStatus.CONFIRMED, reviewer="alice")
+            reviewer.commit()
+
+        record(coordinator, run_id, 2, EventData(kind=FLAG, severity=Severity.HIGH, worker=0))
+        coordinator.commit()
+
+    with db_session_factory() as session:
+        stored = only_case(session, run_id, "worker:0")
+        assert (stored.event_count, stored.open_count, stored.confirmed_count) == (2, 1, 1)
+        assert (stored.review_status, stored.reviewed_by) == (ReviewStatus.OPEN, "alice")
+
+
+def test_two_reviewers_of_one_case_the_second_waits_then_finds_it_closed(
+    db_session_factory: sessionmaker[Session],
+) -> None:
+    with db_session_factory.begin() as session:
+        run_id = new_run(session).id
+        record(session, run_id, 1, EventData(kind=FLAG, severity=Severity.HIGH, worker=0))
+        case_id = only_case(session, run_id, "worker:0").id
+    outcome: list[BaseException | None] = []
+    first = db_session_factory()
+    cases.review_cases(first, [case_id], ReviewStatus.CONFIRMED, reviewer="alice")
+
+    def second() -> None:
+        with db_session_factory() as session:
+            try:
+                cases.review_cases(session, [case_id], ReviewStatus.DISMISSED, reviewer="bob")
+                session.commit()
+                outcome.append(None)
+            except ConflictError as exc:
+                outcome.append(exc)
+
+    waiting = threading.Thread(target=second)
+    waiting.start()
+    waiting.join(0.5)  # it waits for the first review's lock
+    first.commit()
+    first.close()
+    waiting.join(60)
+
+    assert len(outcome) == 1 and isinstance(outcome[0], ConflictError)
+    assert "already confirmed by 'alice'" in str(outcome[0])
+    with db_session_factory() as session:
+        reviewed = {e.reviewed_by for e in case_events(session, case_id)}
+        assert reviewed == {"alice"}
