@@ -165,9 +165,21 @@ def test_bulk_confirm_closes_every_open_event_bans_the_clients_and_audits_each_e
         (ReviewStatus.CONFIRMED, "operator-key", "both lie")
     }
     with sessions() as session:
-        entries = session.scalars(select(AuditEntry).where(AuditEntry.actor == "operator-key"))
+        entries = session.scalars(
+            select(AuditEntry).where(
+                AuditEntry.actor == "operator-key", AuditEntry.target_type == "event"
+            )
+        )
         reviewed = [e for e in entries if e.target_id in {str(s.id) for s in stored}]
         assert {e.action for e in reviewed} == {"event.review"} and len(reviewed) == 12
+        assert {e.details["case_id"] for e in reviewed if e.details} == set(ids.values())
+        logged = session.scalars(
+            select(AuditEntry).where(
+                AuditEntry.action == "case.review",
+                AuditEntry.target_id.in_([str(i) for i in ids.values()]),
+            )
+        ).all()
+        assert sorted((e.details or {}).get("events", 0) for e in logged) == [6, 6]
         bans = session.scalars(
             select(AuditEntry).where(
                 AuditEntry.action == "client.ban", AuditEntry.target_id == liar
