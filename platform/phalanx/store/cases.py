@@ -123,6 +123,7 @@ def _cases_for(
     query = (
         select(DetectionCase)
         .where(DetectionCase.run_id == run_id, DetectionCase.subject.in_(list(subjects)))
+        .order_by(DetectionCase.id)  # the order reviews lock in
         .with_for_update()
         .execution_options(populate_existing=True)
     )
