@@ -24,12 +24,14 @@ from phalanx.store import (
     ClientStatus,
     ConflictError,
     CreatedKey,
+    DetectionCase,
     DetectionEvent,
     OperatorKey,
     ReviewStatus,
     Role,
     Run,
     audit,
+    cases,
     clients,
     events,
     keys,
@@ -374,6 +376,8 @@ def review_event(
         When the event was reviewed already.
     """
     event = events.get_event(session, event_id)
+    if event.case_id is not None:  # cases before events, the order case reviews lock in
+        cases.lock_cases(session, [event.case_id])
     session.refresh(event, with_for_update=True)  # two reviewers: the second one waits, then 409
     if event.review_status != ReviewStatus.OPEN:
         raise ConflictError(
@@ -401,6 +405,170 @@ def review_event(
         _record(session, actor, "client.ban", "client", client.id, details)
         banned = True
     return Review(event=event, client=client, client_banned=banned)
+
+
+# ------------------------------------------------------------------ cases
+
+
+@dataclass(frozen=True)
+class CaseReview:
+    """The outcome of a review of one case.
+
+    Attributes
+    ----------
+    case : DetectionCase
+        The case, after the review.
+    closed_events : int
+        How many open events the review closed.
+    client : Client or None
+        Its client, in the status after the review.
+    client_banned : bool
+        Whether the review banned the client.
+    muted_kinds : tuple[str, ...]
+        The kinds muted by this review for the case.
+    """
+
+    case: DetectionCase
+    closed_events: int
+    client: Client | None
+    client_banned: bool
+    muted_kinds: tuple[str, ...]
+
+
+def review_cases(
+    session: Session,
+    case_ids: Sequence[int],
+    decision: str,
+    *,
+    note: str,
+    mute: bool = False,
+    actor: Principal,
+    ban_on_confirm: bool,
+) -> list[CaseReview]:
+    """Confirm or dismiss cases: close all their open events, all cases or none.
+
+    Every closed event is audited as ``event.review`` (as a review of that event
+    alone is), each case as ``case.review``, each mute as ``case.mute`` and each ban
+    as ``client.ban``.
+
+    Parameters
+    ----------
+    session : Session
+        The request's session.
+    case_ids : Sequence[int]
+        The cases, each once.
+    decision : {"confirm", "dismiss"}
+        The operator's decision.
+    note : str
+        Why; kept on the case and on each event it closes.
+    mute : bool
+        With ``dismiss``: also mute, for each case, the kinds it dismissed, so later
+        events of those kinds in that run arrive dismissed.
+    actor : Principal
+        The operator.
+    ban_on_confirm : bool
+        Ban the client of a confirmed case (``PHALANX_BAN_ON_CONFIRM``) when one of
+        the events it closes may ban (:func:`phalanx.event_kinds.bans_on_confirm`:
+        never for faults alone).
+
+    Returns
+    -------
+    list[CaseReview]
+        One per case, in the order given.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``mute`` comes with ``confirm``.
+    NotFoundError
+        Naming the ids no case has.
+    ConflictError
+        Naming the cases with nothing open.
+    """
+    if mute and decision != "dismiss":
+        raise InvalidInputError("mute goes with dismiss only", loc=("body", "mute"))
+    _check_case_ids(case_ids)
+    closed = cases.review_cases(
+        session, case_ids, DECISIONS[decision], reviewer=actor.name, note=note or None
+    )
+    entries = [
+        {
+            "actor": actor.name,
+            "action": "event.review",
+            "target_type": "event",
+            "target_id": str(event_id),
+            "details": {
+                "key_id": actor.key_id,
+                "decision": decision,
+                "note": note,
+                "case_id": item.case.id,
+            },
+        }
+        for item in closed
+        for event_id in item.event_ids
+    ]
+    audit.append_audit_many(session, entries)
+    return [
+        _after_case_review(
+            session, item, decision, note=note, mute=mute, actor=actor, ban=ban_on_confirm
+        )
+        for item in closed
+    ]
+
+
+def _check_case_ids(case_ids: Sequence[int]) -> None:
+    """Refuse an empty, oversized or repeating list of cases (422)."""
+    loc = ("body", "case_ids")
+    if not 1 <= len(case_ids) <= cases.MAX_REVIEW_CASES:
+        raise InvalidInputError(
+            f"case_ids: select 1 to {cases.MAX_REVIEW_CASES} cases, got {len(case_ids)}", loc=loc
+        )
+    repeated = sorted({i for i in case_ids if case_ids.count(i) > 1})
+    if repeated:
+        raise InvalidInputError(
+            f"case_ids: each case may be named once; repeated: {repeated}", loc=loc
+        )
+
+
+def _after_case_review(
+    session: Session,
+    item: cases.ClosedCase,
+    decision: str,
+    *,
+    note: str,
+    mute: bool,
+    actor: Principal,
+    ban: bool,
+) -> CaseReview:
+    """Audit one reviewed case; mute its kinds or ban its client as asked."""
+    found = item.case
+    muted: list[str] = []
+    if mute:
+        muted = cases.mute_kinds(
+            session, found.id, item.kinds, muted_by=actor.name, note=note or None
+        )
+        if muted:
+            _record(
+                session, actor, "case.mute", "case", str(found.id), {"kinds": muted, "note": note}
+            )
+    details = {"decision": decision, "note": note, "events": len(item.event_ids)}
+    _record(session, actor, "case.review", "case", str(found.id), details)
+    if found.client_id is None:
+        return CaseReview(found, len(item.event_ids), None, False, tuple(muted))
+    client = clients.get_client(session, found.client_id)
+    banned = False
+    if (
+        decision == "confirm"
+        and ban
+        and any(bans_on_confirm(kind) for kind in item.kinds)
+        and client.status != ClientStatus.BANNED
+    ):
+        before = client.status
+        client = clients.set_client_status(session, client.id, ClientStatus.BANNED)
+        ban_details = {"from": before.value, "to": "banned", "case_id": found.id}
+        _record(session, actor, "client.ban", "client", client.id, ban_details)
+        banned = True
+    return CaseReview(found, len(item.event_ids), client, banned, tuple(muted))
 
 
 # ------------------------------------------------------------------- keys

@@ -10,6 +10,7 @@ message rather than a database error.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -26,6 +27,7 @@ from phalanx.agreement_record import MAX_CLIQUES, MAX_CONFLICTS
 from phalanx.config import RunConfig
 from phalanx.response_times import SLOW_RATIO, SLOW_ROUNDS, WINDOW
 from phalanx.store import ClientStatus, ReviewStatus, Role, RunStatus, Severity
+from phalanx.store.cases import MAX_REVIEW_CASES
 from phalanx_api.names import MAX_CLIENT_NAME, client_name
 
 #: Longest page any listing returns.
@@ -351,6 +353,10 @@ class _EventFields(_Out):
     reviewed_at: datetime | None
     note: str | None
     created_at: datetime
+    case_id: int | None = Field(description="Its case: GET /api/v1/cases/{case_id}.")
+    muted: bool = Field(
+        description="Arrived dismissed because its kind was muted for its case by 'reviewed_by'."
+    )
 
 
 class EventOut(_EventFields):
@@ -405,6 +411,114 @@ class ReviewOut(EventOut):
         description="The client's status after the review; null when the event has no client."
     )
     client_banned: bool = Field(description="Whether this review banned the client.")
+
+
+# ------------------------------------------------------------------ cases
+
+
+class CaseKindOut(_Out):
+    """How many events of one kind a case holds, and who muted the kind, if anyone."""
+
+    kind: str
+    events: int = Field(validation_alias="event_count")
+    muted_by: str | None = Field(description="Who muted the kind for this case; null if nobody.")
+    muted_at: datetime | None
+    mute_note: str | None
+
+
+class CaseOut(_Out):
+    """A case: the detection events of one client (or worker) in one run."""
+
+    id: int
+    run_id: str
+    subject: str = Field(
+        description=(
+            "'client:<id>', 'worker:<index>' (no client) or 'round' (the run's round notices)."
+        )
+    )
+    client_id: str | None
+    worker: int | None
+    review_status: ReviewStatus = Field(
+        description="open while any event is open; then confirmed if any event was, else dismissed."
+    )
+    severity: Severity = Field(description="The highest severity of its events.")
+    event_count: int
+    open_count: int
+    confirmed_count: int
+    dismissed_count: int
+    muted_count: int = Field(description="Events that arrived dismissed, their kind muted.")
+    first_round: int
+    last_round: int
+    opened_at: datetime
+    updated_at: datetime
+    reviewed_by: str | None = Field(description="Who last reviewed the case as a whole.")
+    reviewed_at: datetime | None
+    note: str | None
+    kinds: list[CaseKindOut] = Field(description="Its kinds, most frequent first.")
+    latest: EventSummaryOut = Field(description="Its latest event.")
+    strongest: EventSummaryOut = Field(
+        description="The latest of its events of the highest severity (may be the latest)."
+    )
+
+
+class CasePage(BaseModel):
+    """One page of cases."""
+
+    items: list[CaseOut]
+    total: int = Field(description="Cases matching the filters, over every page.")
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last.")
+
+
+class CaseReviewIn(_In):
+    """An operator's decision on a case: it closes every open event of the case."""
+
+    decision: Literal["confirm", "dismiss"]
+    note: Note = Field(default="", description="Why; kept on the case and on each event closed.")
+    mute: bool = Field(
+        default=False,
+        description=(
+            "With 'dismiss': also mute the kinds dismissed, for this client in this run; "
+            "later events of those kinds arrive dismissed (stored, marked muted)."
+        ),
+    )
+
+
+class CasesReviewIn(CaseReviewIn):
+    """The same decision on several cases at once: all of them, or none."""
+
+    case_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+        min_length=1,
+        max_length=MAX_REVIEW_CASES,
+        description=f"The cases, each once; at most {MAX_REVIEW_CASES}.",
+    )
+
+    @field_validator("case_ids")
+    @classmethod
+    def _each_once(cls, value: list[int]) -> list[int]:
+        repeated = sorted(v for v, n in Counter(value).items() if n > 1)
+        if repeated:
+            raise ValueError(f"each case may be named once; repeated: {repeated}")
+        return value
+
+
+class CaseReviewOut(BaseModel):
+    """A reviewed case, and what the review did to its client."""
+
+    case: CaseOut
+    closed_events: int = Field(description="Open events this review closed.")
+    client_status: ClientStatus | None = Field(
+        description="The client's status after the review; null when the case has no client."
+    )
+    client_banned: bool = Field(description="Whether this review banned the client.")
+    muted_kinds: list[str] = Field(description="Kinds this review muted for the case.")
+
+
+class CasesReviewOut(BaseModel):
+    """Each reviewed case, in the order asked."""
+
+    items: list[CaseReviewOut]
 
 
 # ------------------------------------------------------------------ audit

@@ -39,9 +39,17 @@ class Endpoint:
     success: int
     target: Callable[[Sessions], str] | None = None
     body: dict[str, Any] | None = None
+    #: The body field that lists the target's id (a bulk request), if any.
+    ids_field: str | None = None
 
-    def url(self, sessions: Sessions) -> str:
-        return self.path.format(id=self.target(sessions)) if self.target else self.path
+    def request(self, sessions: Sessions) -> tuple[str, dict[str, Any] | None]:
+        """Return the path and the body, on a fresh target."""
+        if self.target is None:
+            return self.path, self.body
+        target = self.target(sessions)
+        if self.ids_field is not None:
+            return self.path, {**(self.body or {}), self.ids_field: [int(target)]}
+        return self.path.format(id=target), self.body
 
 
 def _client_in(status: ClientStatus) -> Callable[[Sessions], str]:
@@ -58,6 +66,14 @@ def _open_event(sessions: Sessions) -> str:
         from phalanx.store import EventFilter, events
 
         return str(events.list_events(session, EventFilter(run_id=run_id)).items[0].id)
+
+
+def _open_case(sessions: Sessions) -> str:
+    run_id, _ = seed_run_with_events(sessions, num_rounds=2, kinds=("outside_max_clique",))
+    with sessions() as session:
+        from phalanx.store import CaseFilter, cases
+
+        return str(cases.list_cases(session, CaseFilter(run_id=run_id)).items[0].id)
 
 
 def _run_with_a_round(sessions: Sessions) -> str:
@@ -103,6 +119,23 @@ MUTATING = {
         _open_event,
         {"decision": "confirm", "note": "matrix"},
     ),
+    "review case": Endpoint(
+        "POST",
+        "/api/v1/cases/{id}/review",
+        Role.OPERATOR,
+        200,
+        _open_case,
+        {"decision": "confirm", "note": "matrix"},
+    ),
+    "review cases": Endpoint(
+        "POST",
+        "/api/v1/cases/review",
+        Role.OPERATOR,
+        200,
+        _open_case,
+        {"decision": "dismiss"},
+        ids_field="case_ids",
+    ),
     "create key": Endpoint(
         "POST", "/api/v1/keys", Role.ADMIN, 201, body={"name": "new", "role": "viewer"}
     ),
@@ -124,6 +157,8 @@ READING = {
     "list events": Endpoint("GET", "/api/v1/events", Role.VIEWER, 200),
     "list events with evidence": Endpoint("GET", "/api/v1/events?evidence=full", Role.VIEWER, 200),
     "get event": Endpoint("GET", "/api/v1/events/{id}", Role.VIEWER, 200, _open_event),
+    "list cases": Endpoint("GET", "/api/v1/cases?sort=count", Role.VIEWER, 200),
+    "get case": Endpoint("GET", "/api/v1/cases/{id}", Role.VIEWER, 200, _open_case),
     "list audit": Endpoint("GET", "/api/v1/audit", Role.VIEWER, 200),
     "list keys": Endpoint("GET", "/api/v1/keys", Role.ADMIN, 200),
 }
@@ -138,9 +173,8 @@ def _expected(endpoint: Endpoint, who: str) -> int:
 def _call(
     client: TestClient, sessions: Sessions, api_keys: Keys, endpoint: Endpoint, who: str
 ) -> Any:
-    return client.request(
-        endpoint.method, endpoint.url(sessions), json=endpoint.body, headers=api_keys.headers(who)
-    )
+    path, body = endpoint.request(sessions)
+    return client.request(endpoint.method, path, json=body, headers=api_keys.headers(who))
 
 
 @pytest.mark.parametrize("who", CALLERS)

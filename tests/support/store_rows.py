@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import JSON, Integer, String, column, insert, table
 from sqlalchemy.orm import Session
 
 from phalanx.store import Run, clients, runs
 from phalanx.store.rounds import RoundData
+from phalanx.store.types import UTCDateTime
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -44,3 +46,25 @@ def new_client(session: Session, name: str, **kwargs: object) -> str:
         **kwargs,  # type: ignore[arg-type]
     )
     return client.id
+
+
+#: ``detection_events`` as revisions before 0007 made it (no ``case_id``, no ``muted``).
+EVENTS_BEFORE_CASES = table(
+    "detection_events",
+    column("id", Integer),
+    column("run_id", String),
+    column("round", Integer),
+    column("client_id", String),
+    column("worker", Integer),
+    column("kind", String),
+    column("severity", String),
+    column("evidence", JSON),
+    column("review_status", String),
+    column("created_at", UTCDateTime),
+)
+
+
+def add_event_before_cases(session: Session, **values: object) -> None:
+    """Insert an event into a schema older than cases (migration tests)."""
+    row = {"review_status": "open", "created_at": T0, "evidence": {}, **values}
+    session.execute(insert(EVENTS_BEFORE_CASES).values(**row))

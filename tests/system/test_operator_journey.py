@@ -5,8 +5,9 @@ The app runs under uvicorn on a SQLite database. The run is a real federation
 in-process while the browser watches its page, so the rounds, the flags and
 their evidence are what the coordinator wrote. The operator logs in with an API
 key, watches the run page fill in without reloading, checks the accuracy chart
-and the agreement graph, confirms a flagged worker in the review queue and
-sees its client banned (``PHALANX_BAN_ON_CONFIRM=true``).
+and the agreement graph, confirms a flagged worker's case in the review queue
+(every event of its client in the run) and sees its client banned
+(``PHALANX_BAN_ON_CONFIRM=true``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from phalanx.store import (
     AuditEntry,
     Client,
     ClientStatus,
+    DetectionCase,
     DetectionEvent,
     ReviewStatus,
     Role,
@@ -230,8 +232,8 @@ def test_an_operator_watches_a_run_then_confirms_a_flag_and_the_client_is_banned
     expect(page.locator("[data-rounds-done]")).to_have_text("3")
     expect(page.locator(".run-head .badge")).to_have_text("succeeded")
     with world.sessions() as session:
-        opened = session.scalars(select(DetectionEvent.id)).all()
-    expect(page.locator(".bar [data-open-events]")).to_have_text(str(len(opened)))
+        opened = session.scalars(select(DetectionCase.id)).all()
+    expect(page.locator(".bar [data-open-cases]")).to_have_text(str(len(opened)))
 
     with world.sessions() as session:
         run = session.get(Run, world.run_id)
@@ -285,20 +287,20 @@ def test_an_operator_watches_a_run_then_confirms_a_flag_and_the_client_is_banned
     _assert_no_horizontal_scroll(page, 1024)
     page.set_viewport_size({"width": 1280, "height": 900})
 
-    # The review queue explains each open event and lets the operator confirm it.
+    # The review queue shows one case per flagged client and lets the operator confirm it.
     page.click("nav[aria-label=Main] >> text=Review queue")
-    expect(page).to_have_url(world.base_url + "/events")
+    expect(page).to_have_url(world.base_url + "/cases")
     with world.sessions() as session:
-        open_events = session.scalars(
-            select(DetectionEvent).where(DetectionEvent.review_status == ReviewStatus.OPEN)
+        open_cases = session.scalars(
+            select(DetectionCase).where(DetectionCase.review_status == ReviewStatus.OPEN)
         ).all()
-    cards = page.locator("article.event")
-    expect(cards).to_have_count(len(open_events))
-    card = page.locator("article.event[data-kind=outside_max_clique]").first
-    event_id = int(card.get_attribute("data-event") or "0")
+    cards = page.locator("article.case")
+    expect(cards).to_have_count(len(open_cases))
+    card = page.locator("article.case", has=page.locator("[data-kind=outside_max_clique]")).first
+    case_id = int(card.get_attribute("data-case") or "0")
     worker = int(card.get_attribute("data-worker") or "-1")
-    assert worker in flagged_last or worker in {e.worker for e in open_events}
-    expect(card.locator(".summary")).to_contain_text(f"Worker {worker} disagreed with")
+    assert worker in flagged_last or worker in {c.worker for c in open_cases}
+    expect(card.locator(".summary").first).to_contain_text(f"Worker {worker} disagreed with")
     expect(card.locator(".client-line [data-client-status]")).to_have_attribute(
         "data-client-status", "approved"
     )
@@ -306,22 +308,28 @@ def test_an_operator_watches_a_run_then_confirms_a_flag_and_the_client_is_banned
     card.locator("textarea[name=note]").fill("Reversed gradients every round.")
     card.locator("button[data-review=confirm]").click()
 
-    expect(page).to_have_url(f"{world.base_url}/events?reviewed={event_id}")
-    flash = page.locator("[data-flash=review]")
-    expect(flash).to_contain_text(f"Event #{event_id} confirmed by alice")
+    expect(page).to_have_url(f"{world.base_url}/cases?reviewed={case_id}")
+    flash = page.locator("[data-flash=cases]")
+    expect(flash).to_contain_text(f"Case #{case_id}")
+    expect(flash).to_contain_text("confirmed by alice")
     expect(flash.locator("[data-client-status]")).to_have_attribute("data-client-status", "banned")
-    expect(cards).to_have_count(len(open_events) - 1)
+    expect(cards).to_have_count(len(open_cases) - 1)
     page.set_viewport_size({"width": 1280, "height": 1500})
     page.screenshot(path=ARTIFACTS / "review-queue.png")
     _assert_no_horizontal_scroll(page, 1024)
     page.set_viewport_size({"width": 1280, "height": 900})
 
     with world.sessions() as session:
-        event = session.get(DetectionEvent, event_id)
-        assert event is not None and event.client_id is not None
-        assert event.review_status == ReviewStatus.CONFIRMED
-        assert (event.reviewed_by, event.note) == ("alice", "Reversed gradients every round.")
-        client = session.get(Client, event.client_id)
+        reviewed = session.get(DetectionCase, case_id)
+        assert reviewed is not None and reviewed.client_id is not None
+        theirs = session.scalars(
+            select(DetectionEvent).where(DetectionEvent.case_id == case_id)
+        ).all()
+        assert len(theirs) == reviewed.event_count
+        assert {(e.review_status, e.reviewed_by, e.note) for e in theirs} == {
+            (ReviewStatus.CONFIRMED, "alice", "Reversed gradients every round.")
+        }
+        client = session.get(Client, reviewed.client_id)
         assert client is not None and client.status == ClientStatus.BANNED
         bans = session.scalars(
             select(AuditEntry).where(
@@ -341,7 +349,11 @@ def test_an_operator_watches_a_run_then_confirms_a_flag_and_the_client_is_banned
 
 def test_a_viewer_sees_the_pages_but_gets_no_buttons(world: World, page: Page) -> None:
     world.federation.wait()
-    _log_in(page, world, world.viewer_key, "/events")
+    _log_in(page, world, world.viewer_key, "/cases")
+    assert page.locator("article.case").count() > 0
+    expect(page.locator("form.review")).to_have_count(0)
+    expect(page.locator("input[data-pick]")).to_have_count(0)
+    page.goto(world.base_url + "/events")
     assert page.locator("article.event").count() > 0
     expect(page.locator("form.review")).to_have_count(0)
     expect(page.locator("article.event [data-viewer-note]").first).to_contain_text("viewer role")

@@ -10,7 +10,8 @@ Jinja templates render and the tests check:
 - :mod:`~phalanx_api.pages.evidence`: a detection event's evidence in words.
 - one module per page, each reading what its page shows from the store:
   :mod:`~phalanx_api.pages.overview`, :mod:`~phalanx_api.pages.run_page`,
-  :mod:`~phalanx_api.pages.clients_page`, :mod:`~phalanx_api.pages.review_queue`;
+  :mod:`~phalanx_api.pages.clients_page`, :mod:`~phalanx_api.pages.case_queue` (the
+  review queue: cases), :mod:`~phalanx_api.pages.review_queue` (the events under them);
   :mod:`~phalanx_api.pages.listings` holds what their listings share and
   :mod:`~phalanx_api.pages.stored_json` reads stored JSON without trusting it.
 - :mod:`~phalanx_api.pages.formatting`: numbers, bytes and times for people.

@@ -1,7 +1,7 @@
 """What the dashboard's listings share: their page size and a run's row.
 
 The overview lists runs and the run page heads itself with the same row: its
-progress, latest accuracy and open events.
+progress, latest accuracy and open cases.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from phalanx.store import Run
+from phalanx.store import Run, cases
 from phalanx.store import dashboard as queries
 from phalanx_api.pages.stored_json import metric, total_rounds
 
@@ -33,22 +33,22 @@ class RunRow:
         Rounds its config asks for.
     accuracy : float or None
         Test accuracy after the latest finished round.
-    open_events : int
-        Its detection events nobody has reviewed yet.
+    open_cases : int
+        Its cases with events nobody has reviewed yet.
     """
 
     run: Run
     rounds_done: int
     rounds_total: int
     accuracy: float | None
-    open_events: int
+    open_cases: int
 
 
 def run_rows(session: Session, rows: Sequence[Run]) -> tuple[RunRow, ...]:
-    """Return listing rows for runs: progress, latest accuracy, open events."""
+    """Return listing rows for runs: progress, latest accuracy, open cases."""
     ids = [r.id for r in rows]
     latest = queries.latest_rounds(session, ids)
-    open_counts = queries.open_events_by_run(session, ids)
+    open_counts = cases.open_cases_by_run(session, ids)
     result = []
     for run in rows:
         last = latest.get(run.id)
@@ -59,7 +59,7 @@ def run_rows(session: Session, rows: Sequence[Run]) -> tuple[RunRow, ...]:
                 rounds_done=run.current_round or 0,
                 rounds_total=total_rounds(run),
                 accuracy=accuracy,
-                open_events=open_counts.get(run.id, 0),
+                open_cases=open_counts.get(run.id, 0),
             )
         )
     return tuple(result)

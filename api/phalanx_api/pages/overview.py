@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from phalanx.store import ClientStatus, RunStatus, runs
 from phalanx.store.counts import clients_by_status, runs_by_status
+from phalanx_api.pages.case_queue import open_case_count
 from phalanx_api.pages.listings import PAGE_SIZE, RunRow, run_rows
-from phalanx_api.pages.review_queue import open_event_count
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Overview:
     runs: tuple[RunRow, ...]
     runs_by_status: Mapping[RunStatus, int]
     clients_by_status: Mapping[ClientStatus, int]
-    open_events: int
+    open_cases: int
     offset: int
     next_offset: int | None
 
@@ -38,14 +38,14 @@ def overview(session: Session, *, offset: int = 0, limit: int = PAGE_SIZE) -> Ov
     Returns
     -------
     Overview
-        Runs with their progress, counts by status, and open events.
+        Runs with their progress, counts by status, and open cases.
     """
     rows = runs.list_runs(session, limit=limit + 1, offset=offset)
     return Overview(
         runs=run_rows(session, rows[:limit]),
         runs_by_status=runs_by_status(session),
         clients_by_status=clients_by_status(session),
-        open_events=open_event_count(session),
+        open_cases=open_case_count(session),
         offset=offset,
         next_offset=offset + limit if len(rows) > limit else None,
     )

@@ -1,4 +1,8 @@
-"""The review queue: detection events with their evidence in words, a page at a time."""
+"""The events page: detection events one by one, with their evidence in words.
+
+The review queue lists cases (:mod:`phalanx_api.pages.case_queue`); this page shows
+the events under them, each reviewable alone.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from phalanx.event_kinds import bans_on_confirm
-from phalanx.store import Client, DetectionEvent, EventFilter, ReviewStatus, events
+from phalanx.store import Client, DetectionEvent, EventFilter, events
 from phalanx.store import dashboard as queries
 from phalanx.store import rounds as round_records
 from phalanx_api.pages.evidence import Explanation, explain
@@ -119,8 +123,3 @@ def review_queue(
         next_before=page.next_before,
         reviewed=card(reviewed_event) if reviewed_event is not None else None,
     )
-
-
-def open_event_count(session: Session) -> int:
-    """Return how many detection events wait for review (the navigation's badge)."""
-    return events.count_events(session, EventFilter(review_status=ReviewStatus.OPEN))

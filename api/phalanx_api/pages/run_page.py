@@ -15,12 +15,12 @@ from phalanx.store import Client, DetectionEvent, EventFilter, Round, Run, event
 from phalanx.store import dashboard as queries
 from phalanx_api.pages import charts
 from phalanx_api.pages.agreement import AgreementGraph, RoundEvent, agreement_graph
+from phalanx_api.pages.case_queue import open_case_count
 from phalanx_api.pages.dropped import DroppedFiles, dropped_files
 from phalanx_api.pages.evidence import Explanation, explain
 from phalanx_api.pages.formatting import human_bytes, number, percent
 from phalanx_api.pages.listings import RunRow, run_rows
 from phalanx_api.pages.response_panel import ResponsePanel, response_panel
-from phalanx_api.pages.review_queue import open_event_count
 from phalanx_api.pages.stored_json import (
     finite_number,
     integer,
@@ -214,7 +214,7 @@ def run_page(session: Session, run_id: str) -> RunPage:
 def run_progress(session: Session, run_id: str) -> dict[str, Any]:
     """Return the few fields the run page polls to know when to redraw.
 
-    Besides the run's status and last finished round, the number of open events
+    Besides the run's status and last finished round, the number of open cases
     keeps the navigation's review-queue badge current.
 
     Raises
@@ -231,7 +231,7 @@ def run_progress(session: Session, run_id: str) -> dict[str, Any]:
         "rounds": total_rounds(run),
         "cancel_requested": run.cancel_requested,
         "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
-        "open_events": open_event_count(session),
+        "open_cases": open_case_count(session),
     }
 
 

@@ -59,6 +59,9 @@ async def list_events(
     severity: Severity | None = None,
     round: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
     worker: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
+    case_id: Annotated[
+        int | None, Query(ge=1, le=MAX_ID, description="Events of one case.")
+    ] = None,
     before: Before = None,
     limit: Limit = DEFAULT_PAGE_SIZE,
     evidence: Annotated[
@@ -80,6 +83,7 @@ async def list_events(
         severity=severity,
         round=round,
         worker=worker,
+        case_id=case_id,
     )
     return await run_in_threadpool(
         _event_page, db, where, before=before, limit=limit, with_evidence=evidence == "full"

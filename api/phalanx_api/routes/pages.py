@@ -16,16 +16,19 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, FastAPI, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import Field
 from sqlalchemy.orm import Session
 
-from phalanx.store import ClientStatus, EventFilter, ReviewStatus, Role
+from phalanx.event_kinds import EventKind
+from phalanx.store import CaseFilter, CaseSort, ClientStatus, EventFilter, ReviewStatus, Role
+from phalanx.store.cases import MAX_REVIEW_CASES
 from phalanx_api import actions
 from phalanx_api.actions import ClientAction
 from phalanx_api.auth import Principal, authenticate_session, role_allows
 from phalanx_api.context import AppContext, app_context
 from phalanx_api.deps import ContextDep, FormOperatorDep, SessionDep, SettingsDep
 from phalanx_api.errors import AuthenticationError
-from phalanx_api.pages import clients_page, docs, overview, review_queue, run_page
+from phalanx_api.pages import case_queue, clients_page, docs, overview, review_queue, run_page
 from phalanx_api.pages.errors import install_error_pages
 from phalanx_api.pages.evidence import DISTANCE_NOTE
 from phalanx_api.pages.formatting import install_filters
@@ -73,7 +76,7 @@ def _render(
         "user": user,
         "can_act": role_allows(user.role, Role.OPERATOR),
         "active": active,
-        "open_events": review_queue.open_event_count(db),
+        "open_cases": case_queue.open_case_count(db),
         **values,
     }
     return context.templates.TemplateResponse(request, template, page)
@@ -211,14 +214,16 @@ def review_queue_page(
     run_id: UUID | None = None,
     client_id: UUID | None = None,
     kind: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]+$")] = None,
+    case_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     reviewed: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Response:
-    """Show detection events with their evidence in words; confirm or dismiss buttons."""
+    """Show detection events one by one with their evidence in words; review buttons."""
     where = EventFilter(
         run_id=str(run_id) if run_id else None,
         client_id=str(client_id) if client_id else None,
         kind=kind,
+        case_id=case_id,
         review_status=None if status == "all" else ReviewStatus(status),
     )
     queue = review_queue.review_queue(db, where, before=before, reviewed_id=reviewed)
@@ -239,6 +244,7 @@ def review_queue_page(
             "run_id": str(run_id) if run_id else None,
             "client_id": str(client_id) if client_id else None,
             "kind": kind,
+            "case_id": str(case_id) if case_id else None,
         },
     )
 
@@ -259,6 +265,103 @@ def review_event_form(
             db, event_id, decision, note=note, actor=user, ban_on_confirm=settings.ban_on_confirm
         )
     return RedirectResponse(_back(back or "/events", reviewed=event_id), status_code=303)
+
+
+# ---------------------------------------------------------------- cases
+
+#: Cases whose ids a page or form takes at once.
+CaseIds = Annotated[
+    list[Annotated[int, Field(ge=1, le=MAX_ID)]], Query(max_length=MAX_REVIEW_CASES)
+]
+
+
+@router.get("/cases", response_class=HTMLResponse)
+def case_queue_page(
+    request: Request,
+    db: SessionDep,
+    context: ContextDep,
+    settings: SettingsDep,
+    user: PageUserDep,
+    status: ReviewFilter = "open",
+    run_id: UUID | None = None,
+    client_id: UUID | None = None,
+    kind: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]+$")] = None,
+    sort: CaseSort = CaseSort.SEVERITY,
+    order: Literal["desc", "asc"] = "desc",
+    offset: Offset = 0,
+    reviewed: CaseIds = [],  # noqa: B006 (FastAPI copies defaults)
+) -> Response:
+    """Show the review queue: one case per client and run, with bulk confirm and dismiss."""
+    where = CaseFilter(
+        run_id=str(run_id) if run_id else None,
+        client_id=str(client_id) if client_id else None,
+        kind=kind,
+        review_status=None if status == "all" else ReviewStatus(status),
+    )
+    queue = case_queue.case_queue(
+        db,
+        where,
+        sort=sort,
+        descending=order == "desc",
+        offset=offset,
+        reviewed_ids=reviewed,
+    )
+    filters = {
+        "run_id": str(run_id) if run_id else None,
+        "client_id": str(client_id) if client_id else None,
+        "kind": kind,
+    }
+    return _render(
+        request,
+        context,
+        db,
+        user,
+        "cases.html",
+        "cases",
+        queue=queue,
+        page_size=case_queue.PAGE_SIZE,
+        status=status,
+        statuses=["open", "confirmed", "dismissed", "all"],
+        sort=sort.value,
+        order=order,
+        sorts=[s.value for s in CaseSort],
+        kinds=sorted(k.value for k in EventKind),
+        ban_on_confirm=settings.ban_on_confirm,
+        distance_note=DISTANCE_NOTE,
+        back=_back(f"{request.url.path}?{request.url.query}", reviewed=None),
+        filters=filters,
+        query={**filters, "status": status, "sort": sort.value, "order": order},
+    )
+
+
+@router.post("/cases/review")
+def review_cases_form(
+    decision: Annotated[Literal["confirm", "dismiss"], Form()],
+    db: SessionDep,
+    settings: SettingsDep,
+    user: FormOperatorDep,
+    case_ids: Annotated[
+        list[Annotated[int, Field(ge=1, le=MAX_ID)]], Form(max_length=MAX_REVIEW_CASES)
+    ] = [],  # noqa: B006 (FastAPI copies defaults)
+    note: Annotated[Note, Form()] = "",
+    mute: Annotated[bool, Form()] = False,
+    back: Annotated[str | None, Form(max_length=2000)] = None,
+) -> RedirectResponse:
+    """Confirm or dismiss the selected cases, closing all their open events; show the queue."""
+    with writing(db):
+        actions.review_cases(
+            db,
+            case_ids,
+            decision,
+            note=note,
+            mute=mute,
+            actor=user,
+            ban_on_confirm=settings.ban_on_confirm,
+        )
+    target = _back(back or "/cases", reviewed=None)
+    joiner = "&" if "?" in target else "?"
+    shown = urlencode([("reviewed", case_id) for case_id in case_ids])
+    return RedirectResponse(f"{target}{joiner}{shown}", status_code=303)
 
 
 # ------------------------------------------------------------------ install

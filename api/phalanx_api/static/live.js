@@ -20,11 +20,11 @@
     }
   }
 
-  function showOpenEvents(count) {
-    const badge = document.querySelector(".bar [data-open-events]");
+  function showOpenCases(count) {
+    const badge = document.querySelector(".bar [data-open-cases]");
     if (badge && Number.isInteger(count)) {
       badge.textContent = String(count);
-      badge.dataset.openEvents = String(count);
+      badge.dataset.openCases = String(count);
       badge.hidden = count === 0;
     }
   }
@@ -58,7 +58,7 @@
         }
         if (response.ok) {
           const progress = await response.json();
-          showOpenEvents(progress.open_events);
+          showOpenCases(progress.open_cases);
           const round = String(progress.current_round);
           if (round !== root.dataset.round || progress.status !== root.dataset.status) {
             await redraw();

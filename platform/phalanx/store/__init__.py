@@ -15,6 +15,7 @@ The schema is created and changed only by :mod:`phalanx.store.migrate`.
 from phalanx.event_kinds import EventKind
 from phalanx.store import (
     audit,
+    cases,
     checkpoints,
     clients,
     events,
@@ -23,6 +24,7 @@ from phalanx.store import (
     rounds,
     runs,
 )
+from phalanx.store.cases import CaseFilter, CasePage, CaseSort
 from phalanx.store.engine import (
     make_engine,
     normalize_url,
@@ -34,9 +36,11 @@ from phalanx.store.keys import CreatedKey
 from phalanx.store.models import (
     AuditEntry,
     Base,
+    CaseKind,
     Checkpoint,
     Client,
     ClientStatus,
+    DetectionCase,
     DetectionEvent,
     OperatorKey,
     ResponseStatus,
@@ -53,11 +57,16 @@ from phalanx.store.rounds import EventData, RoundData, RoundRecord
 __all__ = [
     "AuditEntry",
     "Base",
+    "CaseFilter",
+    "CaseKind",
+    "CasePage",
+    "CaseSort",
     "Checkpoint",
     "Client",
     "ClientStatus",
     "ConflictError",
     "CreatedKey",
+    "DetectionCase",
     "DetectionEvent",
     "EventData",
     "EventFilter",
@@ -79,6 +88,7 @@ __all__ = [
     "StoreError",
     "WorkerResponseRow",
     "audit",
+    "cases",
     "checkpoints",
     "clients",
     "events",

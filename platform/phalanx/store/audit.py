@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from phalanx.store.models import AuditEntry
@@ -57,6 +57,38 @@ def append_audit(
     session.add(entry)
     session.flush()
     return entry
+
+
+def append_audit_many(
+    session: Session, entries: Sequence[Mapping[str, Any]], *, now: datetime | None = None
+) -> None:
+    """Append many entries at once (one statement), in the caller's transaction.
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session.
+    entries : Sequence[Mapping]
+        Each with ``actor`` and ``action``, optionally ``target_type``,
+        ``target_id`` and ``details``, as :func:`append_audit` takes them.
+    now : datetime, optional
+        When, for all of them; defaults to UTC now.
+    """
+    if not entries:
+        return
+    at = now or utcnow()
+    rows = [
+        {
+            "at": at,
+            "actor": entry["actor"],
+            "action": entry["action"],
+            "target_type": entry.get("target_type"),
+            "target_id": entry.get("target_id"),
+            "details": entry.get("details"),
+        }
+        for entry in entries
+    ]
+    session.execute(insert(AuditEntry), rows)
 
 
 def append_audit_for_each(

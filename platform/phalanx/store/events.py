@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import QueryableAttribute, Session
 
+from phalanx.store.cases import lock_cases, recount
 from phalanx.store.errors import NotFoundError
 from phalanx.store.models import DetectionEvent, ReviewStatus, Severity
 from phalanx.store.types import utcnow
@@ -42,6 +43,7 @@ class EventFilter:
     kind: str | None = None
     severity: Severity | None = None
     review_status: ReviewStatus | None = None
+    case_id: int | None = None
 
     def conditions(self) -> list[ColumnElement[bool]]:
         """Return the SQL conditions this filter stands for."""
@@ -60,6 +62,8 @@ class EventFilter:
             conditions.append(DetectionEvent.severity == self.severity)
         if self.review_status is not None:
             conditions.append(DetectionEvent.review_status == self.review_status)
+        if self.case_id is not None:
+            conditions.append(DetectionEvent.case_id == self.case_id)
         return conditions
 
 
@@ -88,6 +92,7 @@ class EventSummary:
     ----------
     id, run_id, round, client_id, worker, kind, severity : see :class:`DetectionEvent`
     review_status, reviewed_by, reviewed_at, note, created_at : see :class:`DetectionEvent`
+    case_id, muted : see :class:`DetectionEvent`
     summary : str or None
         The evidence's one-paragraph ``summary``; for a refused reply, whose
         evidence has none, its ``reason``; ``None`` when the evidence has neither.
@@ -107,6 +112,8 @@ class EventSummary:
     reviewed_at: datetime | None
     note: str | None
     created_at: datetime
+    case_id: int | None
+    muted: bool
     summary: str | None
     evidence: dict[str, Any] | None = None
 
@@ -125,6 +132,8 @@ _SUMMARY_COLUMNS: tuple[QueryableAttribute[Any] | ColumnElement[Any], ...] = (
     DetectionEvent.reviewed_at,
     DetectionEvent.note,
     DetectionEvent.created_at,
+    DetectionEvent.case_id,
+    DetectionEvent.muted,
     func.coalesce(
         DetectionEvent.evidence["summary"].as_string(),
         DetectionEvent.evidence["reason"].as_string(),
@@ -272,7 +281,8 @@ def review_event(
 ) -> DetectionEvent:
     """Record an operator's decision on a detection event.
 
-    A later review replaces an earlier one; ``open`` reopens the event.
+    A later review replaces an earlier one; ``open`` reopens the event. The
+    event's case counts it again (:func:`phalanx.store.cases.recount`).
 
     Parameters
     ----------
@@ -305,4 +315,6 @@ def review_event(
     event.reviewed_at = now or utcnow()
     event.note = note
     session.flush()
+    if event.case_id is not None:
+        recount(session, lock_cases(session, [event.case_id]), now=event.reviewed_at)
     return event

@@ -27,6 +27,8 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -259,11 +261,83 @@ class Round(Base):
     )
 
 
+class DetectionCase(Base):
+    """The detection events of one client (or worker) in one run, reviewed together.
+
+    A case opens with its subject's first event and gathers every later one
+    (:mod:`phalanx.store.cases` keeps its counts as events arrive and reviews close
+    them). Its ``subject`` is ``client:<id>`` for events that name a client,
+    ``worker:<index>`` for a worker without one, ``round`` for the run's round notices.
+    """
+
+    __tablename__ = "detection_cases"
+    __table_args__ = (
+        UniqueConstraint("run_id", "subject"),
+        Index(None, "review_status", "latest_event_id"),
+        Index(None, "client_id", "id"),
+        CheckConstraint(
+            "open_count >= 0 AND confirmed_count >= 0 AND muted_count >= 0 "
+            "AND open_count + confirmed_count <= event_count",
+            name="counts",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntegerKey, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), ForeignKey("runs.id", ondelete="CASCADE"))
+    subject: Mapped[str] = mapped_column(String(64))
+    client_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("clients.id", ondelete="SET NULL")
+    )
+    worker: Mapped[int | None] = mapped_column(Integer, doc="Worker index within the run.")
+    review_status: Mapped[ReviewStatus] = mapped_column(
+        _string_enum(ReviewStatus, "review_status"),
+        doc="Open while any event is open; then confirmed if any event was, else dismissed.",
+    )
+    severity: Mapped[Severity] = mapped_column(
+        _string_enum(Severity, "severity"), doc="The highest severity of its events."
+    )
+    event_count: Mapped[int] = mapped_column(Integer)
+    open_count: Mapped[int] = mapped_column(Integer)
+    confirmed_count: Mapped[int] = mapped_column(Integer)
+    muted_count: Mapped[int] = mapped_column(Integer, doc="Events that arrived muted.")
+    first_round: Mapped[int] = mapped_column(Integer)
+    last_round: Mapped[int] = mapped_column(Integer)
+    latest_event_id: Mapped[int] = mapped_column(BigInteger)
+    strongest_event_id: Mapped[int] = mapped_column(
+        BigInteger, doc="The latest of its events of the highest severity."
+    )
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    reviewed_by: Mapped[str | None] = mapped_column(String(200))
+    reviewed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class CaseKind(Base):
+    """How many events of one kind a case holds, and whether that kind is muted.
+
+    An operator who dismisses a case may mute the kinds it dismissed: later events
+    of a muted kind in that case are stored already dismissed (``muted``), never hidden.
+    """
+
+    __tablename__ = "detection_case_kinds"
+
+    case_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("detection_cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    kind: Mapped[str] = mapped_column(String(64), primary_key=True)
+    event_count: Mapped[int] = mapped_column(Integer)
+    muted_by: Mapped[str | None] = mapped_column(String(200))
+    muted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    mute_note: Mapped[str | None] = mapped_column(Text)
+
+
 class DetectionEvent(Base):
     """Evidence that a worker misbehaved in a round, and its review."""
 
     __tablename__ = "detection_events"
     __table_args__ = (
+        Index(None, "case_id", "id"),
         Index(None, "run_id", "id"),
         Index(None, "run_id", "round"),
         Index(None, "run_id", "review_status", "id"),
@@ -290,6 +364,17 @@ class DetectionEvent(Base):
     reviewed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    case_id: Mapped[int | None] = mapped_column(
+        BigInteger,
+        ForeignKey("detection_cases.id", ondelete="SET NULL"),
+        doc="Its case (phalanx.store.cases); every event recorded since cases exist has one.",
+    )
+    muted: Mapped[bool] = mapped_column(
+        Boolean,
+        default=False,
+        server_default=false(),
+        doc="Arrived dismissed: its kind was muted for its case (reviewed_by says by whom).",
+    )
 
 
 #: The largest finite double: a time above it (infinity) or beyond order (NaN on

@@ -1,5 +1,7 @@
 """Rounds: the row of a finished round together with its detection events and responses.
 
+Each event joins its case (:mod:`phalanx.store.cases`) as it is written.
+
 :func:`record_round` writes them all at once, inside a savepoint, so a failure
 leaves neither behind, even when the caller's transaction carries on. A round
 counts as done once the transaction holding :func:`record_round` and
@@ -22,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from phalanx.agreement_record import stored_agreeing
 from phalanx.response_times import LateResponse, WorkerResponse
+from phalanx.store.cases import file_events
 from phalanx.store.errors import ConflictError, NotFoundError
 from phalanx.store.models import DetectionEvent, Round, Severity, WorkerResponseRow
 from phalanx.store.runs import get_run
@@ -257,9 +260,9 @@ def record_round(
     ]
     with session.begin_nested():
         session.add(row)
-        session.add_all(rows)
         run.current_round = round_data.number
         session.flush()
+        file_events(session, run_id, rows)
         if timed:
             # One executemany, not an ORM object per worker: a round may time 10,000.
             session.execute(insert(WorkerResponseRow), timed)

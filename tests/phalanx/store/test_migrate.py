@@ -40,6 +40,8 @@ TABLES = {
     "audit_log",
     "operator_sessions",
     "worker_responses",
+    "detection_cases",
+    "detection_case_kinds",
 }
 
 

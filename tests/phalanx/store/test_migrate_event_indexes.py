@@ -6,10 +6,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy import inspect
 
-from phalanx.store import DetectionEvent, Severity, make_engine, runs, session_factory
+from phalanx.store import Severity, make_engine, runs, session_factory
 from phalanx.store.events import EventFilter, count_events
 from phalanx.store.migrate import current_revision, downgrade, upgrade
 from tests.support.schema import schema_diff
+from tests.support.store_rows import add_event_before_cases
 
 REVISION = "0002_event_indexes"
 NEW_INDEXES = {
@@ -35,15 +36,14 @@ def seed_event(url: str) -> str:
         with session_factory(engine).begin() as session:
             run_id = runs.create_run(session, name="m", config={}, seed=1, now=T0).id
             # The event alone: today's round rows have columns an older schema lacks.
-            session.add(
-                DetectionEvent(
-                    run_id=run_id,
-                    round=1,
-                    worker=0,
-                    kind="outlier",
-                    severity=Severity.LOW,
-                    evidence={},
-                )
+            add_event_before_cases(
+                session,
+                run_id=run_id,
+                round=1,
+                worker=0,
+                kind="outlier",
+                severity=Severity.LOW,
+                evidence={},
             )
     finally:
         engine.dispose()

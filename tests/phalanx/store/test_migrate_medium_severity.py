@@ -8,6 +8,7 @@ from sqlalchemy.exc import IntegrityError
 
 from phalanx.store import DetectionEvent, Severity, make_engine, runs, session_factory
 from phalanx.store.migrate import current_revision, downgrade, upgrade
+from tests.support.store_rows import add_event_before_cases
 
 REVISION = "0005_medium_severity"
 
@@ -17,15 +18,14 @@ def add_event(url: str, severity: str) -> None:
     try:
         with session_factory(engine).begin() as session:
             run_id = runs.create_run(session, name="m", config={}, seed=1).id
-            session.add(
-                DetectionEvent(
-                    run_id=run_id,
-                    round=1,
-                    worker=None,
-                    kind="tied_groups",
-                    severity=severity,
-                    evidence={},
-                )
+            add_event_before_cases(
+                session,
+                run_id=run_id,
+                round=1,
+                worker=None,
+                kind="tied_groups",
+                severity=severity,
+                evidence={},
             )
     finally:
         engine.dispose()

@@ -29,6 +29,8 @@ LIST_FIELDS = {
     "reviewed_at",
     "note",
     "created_at",
+    "case_id",
+    "muted",
     "summary",
     "evidence",
 }

@@ -11,8 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx import identity
 from phalanx.agreement_record import AgreementRecord
-from phalanx.assignment import Assignment, bibd_assignment
+from phalanx.assignment import Assignment
 from phalanx.detection import Replica, detect, payload_digest
 from phalanx.event_kinds import EventKind
 from phalanx.store import (
@@ -30,10 +29,8 @@ from phalanx.store import (
     Client,
     ClientStatus,
     DetectionEvent,
-    EventData,
     ReviewStatus,
     RoundData,
-    Severity,
     rounds,
     runs,
 )
@@ -47,91 +44,11 @@ from tests.support.factories import (
     post_login,
     register,
     register_and_prove,
-    seed_client,
     settings_for,
 )
+from tests.support.flagged_runs import Seeded, seed_detected_run
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
-LIARS = (2, 5)
-
-
-@dataclass(frozen=True)
-class Seeded:
-    run_id: str
-    clients: list[str]  # by worker index
-
-
-def _replicas(liars: tuple[int, ...], refused: int | None = None) -> list[Replica]:
-    assignment = bibd_assignment(7, 3)
-    out = []
-    for f, workers in enumerate(assignment.files):
-        honest = torch.randn(8, generator=torch.Generator().manual_seed(f))
-        for w in workers:
-            value = (-honest if w in liars else honest).to(torch.float32)
-            if w != refused:
-                out.append(Replica(w, f, value, payload_digest(value.numpy().tobytes())))
-    return out
-
-
-def seed_detected_run(sessions: sessionmaker[Session], num_rounds: int = 2) -> Seeded:
-    """A running run of 7 workers with rounds, flags from real evidence and one refused reply.
-
-    Each round is stored as the coordinator stores it: its events and its agreement
-    graph; in the last round worker 6's reply is refused before detection.
-    """
-    config = {
-        "name": "seeded",
-        "rounds": 5,
-        "assignment": {"scheme": "bibd", "num_workers": 7, "r": 3},
-        "attack": {"name": "reversed_gradient", "q": 2, "selection": "weak"},
-    }
-    start = datetime(2025, 1, 1, tzinfo=UTC)
-    with sessions.begin() as session:
-        run = runs.create_run(session, name="seeded", config=config, seed=1)
-        runs.start_run(session, run.id, "test")
-        clients = [seed_client(session, f"seeded/worker-{w}") for w in range(7)]
-        for number in range(1, num_rounds + 1):
-            refused = 6 if number == num_rounds else None
-            verdict = detect(bibd_assignment(7, 3), _replicas(LIARS, refused))
-            assert verdict.flagged == set(LIARS)
-            events = [
-                EventData(
-                    kind=e.kind,
-                    severity=Severity(e.severity),
-                    worker=w,
-                    client_id=clients[w],
-                    evidence=e.to_dict(),
-                )
-                for w, e in sorted(verdict.evidence.items())
-            ]
-            if number == num_rounds:
-                events.append(
-                    EventData(
-                        kind=EventKind.BAD_SIGNATURE,
-                        severity=Severity.HIGH,
-                        worker=6,
-                        client_id=clients[6],
-                        evidence={"reason": "signature does not verify", "round": number},
-                    )
-                )
-            rounds.record_round(
-                session,
-                run.id,
-                RoundData(
-                    number=number,
-                    started_at=start + timedelta(minutes=number),
-                    finished_at=start + timedelta(minutes=number, seconds=30),
-                    bytes_up=1_000_000 * number,
-                    bytes_down=400_000,
-                    metrics={"accuracy": 0.3 + 0.2 * number, "loss": 2.0 / number},
-                    num_flagged=len(verdict.flagged),
-                    num_rejected=int(number == num_rounds),
-                    assignment={"scheme": "bibd", "num_workers": 7, "r": 3, "num_files": 7},
-                    agreement=AgreementRecord.from_verdict(verdict).to_dict(),
-                ),
-                events,
-            )
-        return Seeded(run.id, clients)
 
 
 @pytest.fixture
@@ -233,7 +150,7 @@ def test_errors_are_pages_for_browsers_and_json_for_the_api(
 # ---------------------------------------------------------------- overview
 
 
-def test_the_overview_shows_runs_with_latest_accuracy_and_the_open_events(
+def test_the_overview_shows_runs_with_latest_accuracy_and_the_open_cases(
     client: TestClient, keys_: Keys, seeded: Seeded
 ) -> None:
     log_in(client, keys_.viewer)
@@ -242,8 +159,9 @@ def test_the_overview_shows_runs_with_latest_accuracy_and_the_open_events(
     row = row[: row.index("</tr>")]
     assert "70.0%" in row  # round 2's accuracy
     assert "2 / 5 rounds" in row
-    assert f'href="/events?run_id={seeded.run_id}">5</a>' in row  # 2 + 2 flags, 1 refusal
-    assert 'data-open-events="5"' in page
+    # 2 + 2 flags and 1 refusal: the cases of 3 clients
+    assert f'href="/cases?run_id={seeded.run_id}">3</a>' in row
+    assert 'data-open-cases="3"' in page
 
 
 # ---------------------------------------------------------------- run page
@@ -361,7 +279,7 @@ def test_the_progress_endpoint_tells_the_page_when_to_redraw(
         "rounds": 5,
         "terminal": False,
     }
-    assert progress["open_events"] == 5
+    assert progress["open_cases"] == 3  # the clients of workers 2, 5 and 6
     panels = client.get(f"/runs/{seeded.run_id}/panels", headers=HTML)
     assert panels.status_code == 200
     assert "<html" not in panels.text and 'data-chart="accuracy"' in panels.text
