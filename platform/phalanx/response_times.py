@@ -46,8 +46,14 @@ replies to its last eight exchanges, :data:`phalanx.flower.transport.LATE_WINDOW
 is a :class:`LateResponse`, recorded onto that round's response, which becomes
 ``late`` with its time. A reply that never comes, or comes after the run ended,
 stays ``missing``. The time of a late reply is counted from when its task went
-out: for a worker that lost the model and was sent it again mid-round, from that
-second sending.
+out (for a worker that lost the model and was sent it again mid-round, from that
+second sending) to when the transport heard it: the transport pulls replies only
+during an exchange, so a reply that came between rounds is heard when the next
+round's exchange begins, and its time is overstated by at most that gap (the
+detection, aggregation, evaluation and recording of the round in between). The
+link gives no trustworthy time of arrival (a reply's own timestamp is the worker's
+clock); the gap is small beside a straggler's delay, but a worker just beyond the
+close can look up to one round's overhead slower than it was.
 """
 
 from __future__ import annotations
