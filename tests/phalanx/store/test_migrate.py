@@ -40,6 +40,7 @@ TABLES = {
     "audit_log",
     "operator_sessions",
     "worker_responses",
+    "run_partitions",
 }
 
 
