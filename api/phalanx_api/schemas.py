@@ -236,6 +236,32 @@ class RunOut(_Out):
     final_model_digest: str | None
 
 
+class PartitionOut(BaseModel):
+    """How a simulated local-data run divided its training split among its clients."""
+
+    kind: str = Field(description="iid, dirichlet, shards or quantity (data.partition.kind).")
+    parameters: dict[str, float | int | str | bool] = Field(
+        description="The partition's parameters, defaults filled in (alpha, seed, ...)."
+    )
+    num_classes: int
+    samples: list[int] = Field(description="Samples of each client, client i at position i.")
+    label_totals: list[int] = Field(description="Samples of each label over all clients.")
+    unassigned: int = Field(description="Samples of the split that no client holds.")
+    histograms: list[list[int]] | None = Field(
+        description="histograms[c][l]: samples of label l held by client c; null when "
+        "clients x classes exceeds 100,000 counts."
+    )
+
+
+class RunDetailOut(RunOut):
+    """One run, with what only its own page needs."""
+
+    partition: PartitionOut | None = Field(
+        description="data.mode = 'local' in simulation: the run's partition among its "
+        "clients; null for other runs."
+    )
+
+
 class RunPage(BaseModel):
     """One page of runs, newest first."""
 

@@ -20,6 +20,11 @@ Two identity sources, one handler (:func:`build_client_app`):
 
 A worker whose own code or data fails replies with a fault (``fault_content``),
 never a crash: the coordinator records it as that worker's fault.
+
+With local data (``data.mode = "local"``), a simulated worker's data is its part of
+the run's seeded partition of the dataset (:mod:`phalanx.local_data`), the same
+part whichever process derives it. (A deployed client reading its own
+``data-path`` is not built yet; the run config refuses local data in deployment.)
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from phalanx.data import ImageDataset, load_dataset
 from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.records import fault_content, read_task, reply_content
 from phalanx.identity import PrivateKey, load_private_key_file
+from phalanx.local_data import client_data, run_partition
+from phalanx.partitions import Partition
 from phalanx.replies import Task
 from phalanx.roster import simulated_identity
 from phalanx_clients.behaviour import Behaviour, RedTeam, byzantine_behaviour
@@ -147,6 +154,22 @@ def _train_set(name: str, num_classes: int | None) -> ImageDataset:
     return load_dataset(name, "train", num_classes=num_classes)
 
 
+@lru_cache(maxsize=4)
+def _partition(config_json: str) -> Partition:
+    config = _run_config(config_json)
+    data = config.data
+    return run_partition(config, _train_set(data.dataset, data.num_classes))[0]
+
+
+def _worker_data(config_json: str, task: Task) -> ImageDataset:
+    """Return the data worker ``task.worker`` trains on: the dataset, or its own part of it."""
+    data = _run_config(config_json).data
+    train = _train_set(data.dataset, data.num_classes)
+    if task.model_shape is None:
+        return train
+    return client_data(train, _partition(config_json), task.worker)
+
+
 @lru_cache(maxsize=16)
 def _run_config(text: str) -> RunConfig:
     return RunConfig.model_validate_json(text)
@@ -177,11 +200,12 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
             who = source(task, config, context)
             worker = Worker(
                 config=config,
-                train_set=_train_set(config.data.dataset, config.data.num_classes),
+                train_set=_worker_data(config_json, task),
                 client_id=who.client_id,
                 private_key=who.private_key,
                 behaviour=who.behaviour,
                 node_id=who.node_id,
+                model_shape=task.model_shape,
             )
             saved = context.state.array_records.get(REPLICA_STATE)
             if saved is not None:

@@ -11,9 +11,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from phalanx.channel import Downlink
-from phalanx.event_kinds import EventKind
 from phalanx.exchange import Exchange, Listener
-from phalanx.faults import describe
+from phalanx.faults import describe, fault_kind
 from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.worker import Worker
 
@@ -43,6 +42,9 @@ class InProcessTransport:
     ) -> Exchange:
         """Run every task and return the replies; a worker that raises is a fault.
 
+        The fault's kind is the one its error names (``data_mismatch`` for data that
+        does not fit the run's model), as the ClientApp reports it.
+
         There is no clock here: a ``listener`` hears of every reply and fault as
         arriving at once (a simulated round's arrival times come from the systems
         model instead).
@@ -54,7 +56,7 @@ class InProcessTransport:
                 reply: Reply | None = self.workers[task.worker].handle(task, downlink)
             except Exception as exc:  # as Flower's runtime does: the worker failed, not the run
                 log.info("worker %d failed", task.worker, exc_info=True)
-                faults.append(Rejection(task.worker, EventKind.WORKER_ERROR, describe(exc)))
+                faults.append(Rejection(task.worker, fault_kind(exc), describe(exc)))
                 continue
             if self.tamper is not None and reply is not None:
                 reply = self.tamper(reply)

@@ -1,20 +1,31 @@
-"""An honest worker: compute each assigned file's update, encode, sign, reply."""
+"""An honest worker: compute each assigned file's update, encode, sign, reply.
+
+With local data (a task that names the run's model shape) the worker trains on its
+own data instead (:func:`phalanx.local_training.train_locally`, with ``data.local``)
+and signs its sample count into the reply; data that does not fit the run's model
+raises :class:`~phalanx.local_training.ModelDataMismatchError`, which the worker's
+runtime reports as a ``data_mismatch`` fault.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor
 
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
+from phalanx.data_mode import LocalTrainingConfig, ModelShape
 from phalanx.detection import payload_digest
 from phalanx.finite import all_finite
 from phalanx.identity import sign_reply
+from phalanx.local_training import train_locally
 from phalanx.nets import build_model, layer_shapes
 from phalanx.replies import Reply, Task
+from phalanx.training import derive_seed
 from phalanx_clients.behaviour import Behaviour
 from phalanx_clients.file_updates import compute_file_updates
 from phalanx_clients.replica import ModelReplica, OutOfSyncError
@@ -33,7 +44,8 @@ class Worker:
     config : RunConfig
         The run, as the coordinator sent it.
     train_set : ImageDataset
-        The training data the worker's files index into.
+        The training data the worker's files index into; with local data, the
+        worker's own data.
     client_id : str
         The worker's registered client id.
     private_key : ec.EllipticCurvePrivateKey
@@ -42,6 +54,9 @@ class Worker:
         ``None`` for an honest worker; a red-team behaviour otherwise.
     node_id : int or None
         The Flower node id, bound into the signature when known.
+    model_shape : ModelShape or None
+        With local data: the run's model (channels, image side, classes), which
+        the worker's copy of the model is built for; ``None``: its own data's.
     """
 
     config: RunConfig
@@ -50,19 +65,27 @@ class Worker:
     private_key: ec.EllipticCurvePrivateKey
     behaviour: Behaviour | None = None
     node_id: int | None = None
+    model_shape: ModelShape | None = None
     replica: ModelReplica = field(init=False)
 
     def __post_init__(self) -> None:
-        model = build_model(
-            self.config.data.model,
-            in_channels=self.train_set.in_channels,
-            image_size=self.train_set.image_size,
-            num_classes=self.train_set.num_classes,
-        )
+        model = self._model(self.model_shape)
         self.replica = ModelReplica(self.config.codec, layer_shapes(model), self.config.seed)
+
+    def _model(self, shape: ModelShape | None) -> torch.nn.Module:
+        """Build the run's model for ``shape``, or for the worker's own data."""
+        data = self.train_set
+        return build_model(
+            self.config.data.model,
+            in_channels=shape.in_channels if shape else data.in_channels,
+            image_size=shape.image_size if shape else data.image_size,
+            num_classes=shape.num_classes if shape else data.num_classes,
+        )
 
     def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
         """Compute the honest update of every file of the task, keyed by file id.
+
+        With local data, the one file's update is :meth:`local_update`'s.
 
         Raises
         ------
@@ -71,13 +94,44 @@ class Worker:
             learning rates are at fault, and an honest worker says so instead of
             sending it (the coordinator would refuse it as a lie).
         """
-        updates = compute_file_updates(self.config, self.train_set, task.round, task.files, params)
+        if task.model_shape is not None:
+            update, _ = self.local_update(task, params)
+            updates = dict.fromkeys(task.files, update)
+        else:
+            updates = compute_file_updates(
+                self.config, self.train_set, task.round, task.files, params
+            )
         if not all(all_finite(update) for update in updates.values()):
             raise NonFiniteUpdateError(
                 "an update computed from the model it was sent and its training data holds "
                 "NaN or infinity: check the data for NaN or Inf values, and the learning rates"
             )
         return updates
+
+    def local_update(self, task: Task, params: Tensor) -> tuple[Tensor, int]:
+        """Train the run's model on the worker's own data; return the update and sample count.
+
+        The seed is the run's, the round's and the task's one file's, so a reply is
+        the same on either transport.
+
+        Raises
+        ------
+        phalanx.local_training.ModelDataMismatchError
+            When the worker's data does not fit the run's model.
+        ValueError
+            When the task does not give the worker exactly one file.
+        """
+        if len(task.files) != 1:
+            raise ValueError(f"a local-data task names one file, this one {len(task.files)}")
+        settings = self.config.data.local or LocalTrainingConfig()
+        trained = train_locally(
+            self._model(task.model_shape),
+            params,
+            self.train_set,
+            settings,
+            seed=derive_seed(self.config.seed, task.round, task.files[0]),
+        )
+        return trained.update, trained.num_samples
 
     def handle(self, task: Task, downlink: Downlink) -> Reply:
         """Apply the downlink, then compute, encode and sign the reply to ``task``."""
@@ -98,6 +152,7 @@ class Worker:
                 need_sync=True,
             )
         updates = self.honest_updates(task, params)
+        num_samples = len(self.train_set) if task.model_shape is not None else None
         if self.behaviour is not None:
             updates = self.behaviour.updates(
                 updates, task, params, config=self.config, train_set=self.train_set
@@ -114,6 +169,7 @@ class Worker:
             file_ids=files,
             digests=digests,
             node_id=self.node_id,
+            num_samples=num_samples,
         )
         return Reply(
             worker=task.worker,
@@ -126,4 +182,5 @@ class Worker:
             digests=digests,
             signature=signature,
             node_id=self.node_id,
+            num_samples=num_samples,
         )

@@ -411,7 +411,7 @@ class AsyncCoordinator(Coordinator):
             else 1.0
         )
         with self.optimizer.scaled_lr(scale):
-            step = self._step(t, verdict, slots, verdict.accepted)
+            step = self._step(t, verdict, slots, verdict.accepted, {})
         for worker, evidence_dict in sorted(step.overflowed.items()):
             events.append(
                 EventReport(

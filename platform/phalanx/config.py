@@ -116,7 +116,9 @@ class DataConfig(_Section):
                     f"{'it' if len(given) == 1 else 'them'} out"
                 )
             return self
-        if "samples_per_file" in self.model_fields_set:
+        # Compared with the default, not with the fields set: a config dumped with its
+        # defaults (stored with the run, sent to every client) must validate again.
+        if self.samples_per_file != type(self).model_fields["samples_per_file"].default:
             raise ValueError(
                 "data.samples_per_file sizes the files the coordinator assigns; in "
                 "data.mode = 'local' each client trains on its own data "
@@ -458,25 +460,39 @@ class RunConfig(_Section):
                 f"got scheme={a.scheme!r}, r={a.r}: replicas of private data cannot be compared "
                 "(each client trains on its own samples, which no other client holds)"
             )
-        moved = sorted({"local_steps", "local_lr"} & self.training.model_fields_set)
+        defaults = TrainingConfig.model_fields
+        moved = sorted(
+            name
+            for name in ("local_steps", "local_lr")
+            if getattr(self.training, name) != defaults[name].default
+        )
         if moved:
             raise ValueError(
                 f"training.{' and training.'.join(moved)} apply to assigned data; in "
                 "data.mode = 'local' a client's training is set by data.local (epochs or "
                 "steps, batch_size, lr, optimizer)"
             )
-        if self.deployment.backend == "deployment" and self.data.partition is not None:
+        if self.deployment.backend == "deployment":
+            if self.data.partition is not None:
+                raise ValueError(
+                    "data.partition divides a dataset among simulated clients; a deployed "
+                    "client trains on the data its node config names (data-path)"
+                )
             raise ValueError(
-                "data.partition divides a dataset among simulated clients; a deployed client "
-                "trains on the data its node config names (data-path)"
+                "data.mode = 'local' in a deployment: a deployed client reading its own data "
+                "(data-path in its node config) is not built yet; run local data in "
+                "simulation (deployment.backend = 'simulation')"
             )
-        # Partitions, local training and FedAvg weighting exist (phalanx.partitions,
-        # phalanx.local_training, phalanx.aggregation.weighting); the round loop does not
-        # use them yet, so no run may claim to train on local data.
-        raise ValueError(
-            "data.mode = 'local': local data mode is not wired into runs yet (the coordinator "
-            "still assigns every worker its samples); use data.mode = 'assigned'"
-        )
+        if self.attack.q > 0:
+            raise ValueError(
+                "attack.q > 0 with data.mode = 'local': the simulated attacks compute on "
+                "assigned files and are not available on local data yet; set attack.q = 0"
+            )
+        if self.systems.enabled:
+            raise ValueError(
+                "systems.enabled with data.mode = 'local': the systems model times assigned "
+                "files (data.samples_per_file), not local training; turn it off"
+            )
 
     def _check_asynchronous(self) -> None:
         """Refuse what asynchronous mode cannot do, each with the reason."""

@@ -39,9 +39,12 @@ from phalanx.exchange import Exchange, LateReply, Transport
 from phalanx.faults import RunFailedError, common_failure
 from phalanx.finite import all_finite
 from phalanx.intake import Intake, RoundChecks
+from phalanx.local_data import model_shape
+from phalanx.local_rounds import LocalRounds, Weights
 from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
 from phalanx.overflow import overflow_evidence, trace_overflow, update_norms
+from phalanx.partitions import PartitionReport
 from phalanx.plan import base_assignment, round_assignment
 from phalanx.policy_memory import PolicyMemory
 from phalanx.replies import (
@@ -83,6 +86,9 @@ class Coordinator:
     decode : Decoder, optional
         Turns a payload into an update; defaults to the run's channel (raw
         float32, or the codec when ``config.codec.enabled``).
+    partition : PartitionReport, optional
+        ``data.mode = "local"`` in simulation: the run's partition, whose largest
+        part caps a client's claimed sample count (:mod:`phalanx.local_rounds`).
     """
 
     def __init__(
@@ -97,6 +103,7 @@ class Coordinator:
         test_set: ImageDataset,
         sink: RoundSink,
         decode: Decoder | None = None,
+        partition: PartitionReport | None = None,
     ) -> None:
         self.config = config
         self.run_id = run_id
@@ -140,6 +147,11 @@ class Coordinator:
         if missing:
             raise ValueError(f"no identity for workers {sorted(missing)}")
         self._client_ids = {w: m.client_id for w, m in self.members.items()}
+        self._local = (
+            LocalRounds.of(model_shape(test_set), partition)
+            if config.data.mode == "local"
+            else None
+        )
 
     @property
     def params(self) -> Tensor:
@@ -233,6 +245,8 @@ class Coordinator:
             w: Task(self.run_id, t, nonce, w, assignment.files_of(w))
             for w in sorted(self._memory.dispatch(candidates, assignment))
         }
+        if self._local is not None:
+            tasks = {w: self._local.task(task) for w, task in tasks.items()}
         lap("assign")
 
         checks = RoundChecks(tasks, self.members, self.decode, t)
@@ -314,7 +328,7 @@ class Coordinator:
         # unless every worker that vouched for it is flagged (now or since).
         self._memory.forget(flags)
         aggregated = self._memory.fill(verdict.accepted)
-        step = self._step(t, verdict, replicas, aggregated)
+        step = self._step(t, verdict, replicas, aggregated, checks.samples)
         if self._memory.lazy is not None:  # those the step used (dropped first on overflow)
             collection_metrics["stale_groups"] = float(step.stale)
         overflowed: dict[int, tuple[str, str, dict[str, Any]]] = {
@@ -363,6 +377,7 @@ class Coordinator:
                 "eval_samples": float(evaluated),
                 "benched_workers": float(len(benched)),
                 **collection_metrics,
+                **(step.weights.metrics() if step.weights is not None else {}),
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
             # A deployed round stops listening at its close: who was still computing is
@@ -482,10 +497,13 @@ class Coordinator:
         verdict: Verdict,
         replicas: Sequence[Replica],
         aggregated: Mapping[int, Tensor],
+        samples: Mapping[int, int],
     ) -> _Step:
         """Aggregate the accepted files and apply the result, unless it would overflow.
 
         ``aggregated`` is the verdict's accepted files, and lazy groups' stale ones.
+        With local data and the ``mean`` rule, each update weighs by its sender's
+        (capped) sample count, ``samples`` by worker (:mod:`phalanx.local_rounds`).
         When the aggregate, or the optimiser state it leads to, is not finite, the
         accepted updates of largest norm that cause it are left out (at most half of
         them; see :func:`~phalanx.overflow.trace_overflow`), and every worker that sent
@@ -504,21 +522,30 @@ class Coordinator:
         if not files:
             return _Step(files=0, f_used=None, applied=False)
         stacked = torch.stack([aggregated[f] for f in files])
+        weights = self._weights(files, replicas, samples)
+        counts = None if weights is None else weights.counts
         wanted = self._f_wanted(verdict)
         f_used = self._f_for(len(files), wanted)
         if f_used is None:
             return _Step(files=len(files), f_used=None, applied=False, f_wanted=wanted, stale=stale)
-        update = self._aggregate(stacked, f_used, t)
+        update = self._aggregate(stacked, f_used, t, counts)
         if all_finite(update) and self.optimizer.step_if_finite(update):
             return _Step(
-                files=len(files), f_used=f_used, applied=True, f_wanted=wanted, stale=stale
+                files=len(files),
+                f_used=f_used,
+                applied=True,
+                f_wanted=wanted,
+                stale=stale,
+                weights=weights,
             )
 
         def fits(kept: Tensor) -> bool:
             f = self._f_for(len(kept), wanted)
             if f is None:
                 return False
-            candidate = self._aggregate(stacked[kept], f, t)
+            candidate = self._aggregate(
+                stacked[kept], f, t, None if counts is None else counts[kept]
+            )
             return all_finite(candidate) and self.optimizer.stays_finite(candidate)
 
         norms = update_norms(stacked)
@@ -533,7 +560,7 @@ class Coordinator:
             fresh_most = min(most, len(files) - stale)
             removed = trace_overflow(ranked, fits, max_removed=fresh_most) if fresh_most else None
             if removed is None:
-                return self._step(t, verdict, replicas, verdict.accepted)
+                return self._step(t, verdict, replicas, verdict.accepted, samples)
         else:
             removed = trace_overflow(norms, fits, max_removed=most)
         if removed is None:
@@ -547,8 +574,9 @@ class Coordinator:
         kept = [i for i in range(len(files)) if i not in set(removed)]
         f_kept = self._f_for(len(kept), wanted)
         assert f_kept is not None  # fits() held for this set
+        rows = torch.tensor(kept, dtype=torch.int64)
         applied = self.optimizer.step_if_finite(
-            self._aggregate(stacked[torch.tensor(kept, dtype=torch.int64)], f_kept, t)
+            self._aggregate(stacked[rows], f_kept, t, None if counts is None else counts[rows])
         )
         median = float(norms[kept].median())
         overflowed = overflow_evidence(
@@ -570,7 +598,16 @@ class Coordinator:
             overflowed=overflowed,
             left_out=tuple(files[i] for i in removed),
             stale=stale,
+            weights=weights,
         )
+
+    def _weights(
+        self, files: Sequence[int], replicas: Sequence[Replica], samples: Mapping[int, int]
+    ) -> Weights | None:
+        """Return the accepted updates' sample weights, when the run's rule takes them."""
+        if self._local is None or not LocalRounds.weighs(self.config.aggregation):
+            return None
+        return self._local.weights(files, replicas, samples)
 
     def _f_wanted(self, verdict: Verdict) -> int:
         """Return the ``f`` the round asks of the rule: configured, or sized to the round.
@@ -598,7 +635,9 @@ class Coordinator:
         f = largest_f(agg.rule, rows, fitted_options(agg.rule, rows, agg.options))
         return None if f is None else min(wanted, f)
 
-    def _aggregate(self, stacked: Tensor, f: int, t: int) -> Tensor:
+    def _aggregate(self, stacked: Tensor, f: int, t: int, counts: Tensor | None = None) -> Tensor:
+        if counts is not None:  # local data's mean: FedAvg's weighting (f is 0 for the mean)
+            return LocalRounds.aggregate(stacked, counts)
         agg = self.config.aggregation
         pre_options = dict(agg.pre_options)
         if agg.pre == "bucketing":
@@ -703,6 +742,7 @@ class _Step:
     left_out: tuple[int, ...] = ()
     stale: int = 0
     """Of ``files``, lazy groups' stale updates (not accepted this round)."""
+    weights: Weights | None = None
 
     def metrics(self) -> dict[str, float]:
         """Return what a round reports of its step."""

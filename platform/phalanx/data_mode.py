@@ -13,6 +13,7 @@ trains with :func:`phalanx.local_training.train_locally` and the settings of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -21,6 +22,9 @@ from phalanx.strict_numbers import NumbersNotBooleans
 
 DataMode = Literal["assigned", "local"]
 LocalOptimizer = Literal["sgd", "momentum", "adam"]
+
+MAX_SHAPE = 2**31 - 1
+"""Largest channel count, image side or class count a task may name."""
 
 MAX_EPOCHS = 1000
 MAX_STEPS = 100_000
@@ -85,3 +89,27 @@ class LocalTrainingConfig(NumbersNotBooleans):
     def momentum_value(self) -> float:
         """The momentum of ``optimizer = "momentum"``, the default when left ``null``."""
         return DEFAULT_MOMENTUM if self.momentum is None else self.momentum
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the run's model takes and gives: image channels, image side, classes.
+
+    In ``data.mode = "local"`` every task carries it, so a client builds the run's
+    model from it, never from its own data, and can tell when its data does not
+    fit (:class:`phalanx.local_training.ModelDataMismatchError`).
+    """
+
+    in_channels: int
+    image_size: int
+    num_classes: int
+
+    def __post_init__(self) -> None:
+        for name in ("in_channels", "image_size", "num_classes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHAPE:
+                raise ValueError(f"{name} must be a whole number in 1..{MAX_SHAPE}, got {value!r}")
+
+    def as_list(self) -> list[int]:
+        """Return the three numbers, in order (the wire form)."""
+        return [self.in_channels, self.image_size, self.num_classes]

@@ -7,8 +7,9 @@ Three families, because an operator must never take one for another:
 * **Rejections** (:data:`REJECTION_KINDS`): the worker's reply broke the protocol (a bad
   signature, a stale nonce, an unreadable or non-finite update) and was refused whole.
 * **Faults** (:data:`FAULT_KINDS`): the worker did not deliver, and nothing shows it lied:
-  its own code or data failed, or the coordinator could not check what it sent. A fault is
-  never high severity and never bans a client when an operator confirms it.
+  its own code or data failed, its data does not fit the run's model (``data_mismatch``,
+  local data), or the coordinator could not check what it sent. A fault is never high
+  severity and never bans a client when an operator confirms it.
 
 Beside them, **round notices** (:data:`ROUND_KINDS`) name no single worker: a round whose
 largest agreeing groups tied, or whose largest group left out workers that nothing yet
@@ -43,6 +44,7 @@ class EventKind(StrEnum):
     UNASSIGNED_FILE = "unassigned_file"
     NODE_ID_MISMATCH = "node_id_mismatch"
     WORKER_ERROR = "worker_error"
+    DATA_MISMATCH = "data_mismatch"
     UNCHECKED_REPLY = "unchecked_reply"
     TIED_GROUPS = "tied_groups"
     UNPROVEN_OUTSIDERS = "unproven_outsiders"
@@ -75,7 +77,13 @@ REJECTION_KINDS = frozenset(
 )
 
 #: Kinds of a worker that delivered nothing usable without being shown to lie.
-FAULT_KINDS = frozenset({EventKind.WORKER_ERROR, EventKind.UNCHECKED_REPLY})
+FAULT_KINDS = frozenset(
+    {EventKind.WORKER_ERROR, EventKind.DATA_MISMATCH, EventKind.UNCHECKED_REPLY}
+)
+
+#: Faults a worker may name for itself when it reports a failure: it can only say which
+#: of its own failures it had (the coordinator's ``unchecked_reply`` is not one of them).
+WORKER_FAULT_KINDS = frozenset({EventKind.WORKER_ERROR, EventKind.DATA_MISMATCH})
 
 #: Kinds about a round rather than one worker: detection could not decide, and says so.
 ROUND_KINDS = frozenset({EventKind.TIED_GROUPS, EventKind.UNPROVEN_OUTSIDERS})

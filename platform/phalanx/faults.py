@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from phalanx.event_kinds import WORKER_FAULT_KINDS, EventKind
 from phalanx.redaction import redact
 
 #: Longest one-line cause kept in an event or a run's error.
@@ -81,6 +82,24 @@ def one_line(text: str, *, limit: int = MAX_CAUSE_CHARS) -> str:
 def describe(error: BaseException) -> str:
     """Return one line naming an exception and its message (see :func:`one_line`)."""
     return one_line(f"{type(error).__name__}: {error}")
+
+
+def fault_kind(error: BaseException) -> str:
+    """Return the fault kind of a worker's own failure: ``worker_error`` unless it says more.
+
+    An exception class may name a more precise kind of :data:`WORKER_FAULT_KINDS` in a
+    ``fault_kind`` class attribute (e.g. ``data_mismatch`` for a model that does not fit
+    a client's data); anything else is ``worker_error``.
+    """
+    return fault_kind_named(getattr(type(error), "fault_kind", None))
+
+
+def fault_kind_named(name: object) -> str:
+    """Return ``name`` when it is a kind a worker may give its own failure, else ``worker_error``.
+
+    What a worker names is hostile input: it can only pick among its own faults.
+    """
+    return str(name) if name in WORKER_FAULT_KINDS else EventKind.WORKER_ERROR.value
 
 
 def failure_cause(error: BaseException) -> str:

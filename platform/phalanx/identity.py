@@ -10,7 +10,8 @@ purposes, so each signed message is built to be unmistakable for the others:
   signature over the challenge bytes (:func:`sign_challenge`).
 * Replies to the coordinator: every reply carries a DER ECDSA-SHA256 signature
   over :func:`reply_message`, a domain-separated canonical encoding of
-  (run, round, nonce, client, files and their digests, node).
+  (run, round, nonce, client, files and their digests, node, and in local data
+  mode the sample count the client trained on).
 
 Keys in memory are ``cryptography`` objects; text forms (PEM, OpenSSH) are
 ``str``. A bad key, key file or message field raises :class:`IdentityError`;
@@ -69,6 +70,7 @@ _CURVES: dict[str, type[ec.EllipticCurve]] = {"P-256": ec.SECP256R1, "P-384": ec
 _SUPPORTED_CURVE_NAMES = frozenset({"secp256r1", "secp384r1"})
 _ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())
 _MAX_NODE_ID = 2**64 - 1
+_MAX_COUNT = 2**64 - 1
 
 MIN_CHALLENGE_BYTES = 16
 """Shortest challenge :func:`new_challenge` makes and :func:`sign_challenge` signs."""
@@ -361,6 +363,7 @@ class ReplyFields(TypedDict):
     file_ids: Sequence[int]
     digests: Sequence[str]
     node_id: NotRequired[int | None]
+    num_samples: NotRequired[int | None]
 
 
 def reply_message(
@@ -372,6 +375,7 @@ def reply_message(
     file_ids: Sequence[int],
     digests: Sequence[str],
     node_id: int | None = None,
+    num_samples: int | None = None,
 ) -> bytes:
     """Canonical bytes that a worker signs for one reply.
 
@@ -385,6 +389,10 @@ def reply_message(
     ``files`` pairs each file id with its digest in the order given, so
     reordering files changes the message. ``node_id`` is a decimal string (Flower
     node ids are unsigned 64-bit, beyond JSON's safe integers), or ``null``.
+    ``num_samples`` (``data.mode = "local"``: the samples the client trained on,
+    its weight in FedAvg's mean) is a key of its own, as a decimal string, only
+    when given: a reply without one is encoded exactly as before, and no count
+    can be added to, removed from or changed in a signed reply.
 
     Parameters
     ----------
@@ -398,6 +406,8 @@ def reply_message(
         Digest of each file's payload, aligned with ``file_ids``.
     node_id : int, optional
         Flower node id, ``0 <= node_id < 2**64``.
+    num_samples : int, optional
+        The client's sample count, ``0 <= num_samples < 2**64``.
 
     Raises
     ------
@@ -419,6 +429,8 @@ def reply_message(
         "files": files,
         "node_id": None if node_id is None else str(_integer("node_id", node_id, _MAX_NODE_ID)),
     }
+    if num_samples is not None:
+        body["num_samples"] = str(_integer("num_samples", num_samples, _MAX_COUNT))
     encoded = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return REPLY_DOMAIN + encoded.encode("ascii")
 

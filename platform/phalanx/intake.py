@@ -72,6 +72,8 @@ class RoundChecks:
         self.members = members
         self.round = round_
         self.replicas: list[Replica] = []
+        # Local data: worker -> the sample count its accepted (signed) reply reports.
+        self.samples: dict[int, int] = {}
         self.events: list[EventReport] = []
         self.rejected: set[int] = set()
         self._seen: set[int] = set()
@@ -118,6 +120,8 @@ class RoundChecks:
             self._seen.add(reply.worker)
         if not isinstance(outcome, Rejection):
             self.replicas.extend(outcome)
+            if reply.num_samples is not None:
+                self.samples[reply.worker] = reply.num_samples
             return outcome
         self.rejected.add(reply.worker)
         member = self.members.get(reply.worker)

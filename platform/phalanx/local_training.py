@@ -47,6 +47,9 @@ class ModelDataMismatchError(ValueError):
     a caller records it as a run problem, never as misbehaviour of the client.
     """
 
+    fault_kind = "data_mismatch"
+    """The fault a worker reports for it (:func:`phalanx.faults.fault_kind`)."""
+
 
 @dataclass(frozen=True, eq=False)
 class LocalUpdate:

@@ -32,7 +32,8 @@ def check_run_data(config: RunConfig, root: Path | None = None) -> DatasetFacts:
     ----------
     config : RunConfig
         The run; ``data.dataset``, ``data.num_classes``, ``data.model``, the
-        batch size and the assignment's files per round are checked.
+        batch size and the assignment's files per round are checked (with local
+        data: a sample at least for every client's part of the partition).
     root : Path, optional
         The datasets directory (see :func:`phalanx.data.datasets_dir`).
 
@@ -49,12 +50,20 @@ def check_run_data(config: RunConfig, root: Path | None = None) -> DatasetFacts:
         When the data breaks a rule of :mod:`phalanx.data_checks` or does not
         fit the model.
     """
+    local = config.data.mode == "local"
     facts = check_dataset(
         config.data.dataset,
         num_classes=config.data.num_classes,
-        batch_size=round_batch_size(config),
+        batch_size=1 if local else round_batch_size(config),
         root=root,
     )
+    clients = config.assignment.num_workers
+    if local and facts.train_size < clients:
+        raise DataError(
+            f"{config.data.dataset}: {facts.train_size} training samples for {clients} clients; "
+            "data.mode = 'local' gives each client a part of at least one sample: lower "
+            "assignment.num_workers or give more data"
+        )
     side = facts.shape[1]
     if config.data.model == "cnn" and side < CNN_MIN_IMAGE_SIZE:
         raise DataError(

@@ -13,6 +13,7 @@ import torch
 from cryptography.hazmat.primitives.asymmetric import ec
 from torch import Tensor
 
+from phalanx.data_mode import ModelShape
 from phalanx.detection import Replica, payload_digest
 from phalanx.finite import all_finite
 from phalanx.identity import IdentityError, verify_reply
@@ -21,15 +22,32 @@ Decoder = Callable[[bytes], Tensor]
 Hasher = Callable[[bytes], str]
 
 
+MAX_SAMPLES = 2**53
+"""Largest sample count a reply may claim (every count up to it is exact in float64)."""
+
+
 @dataclass(frozen=True)
 class Task:
-    """One worker's work for one round (the model travels beside it)."""
+    """One worker's work for one round (the model travels beside it).
+
+    ``files`` are the slots of the worker's updates in the round. With assigned
+    data each names the samples to train on (:func:`phalanx.plan.file_samples`);
+    with local data (``model_shape`` given) the worker trains on its own data and
+    its one file only labels its update: the task carries no sample index, and
+    the reply must report (and sign) its sample count.
+    """
 
     run_id: str
     round: int
     nonce: str
     worker: int
     files: tuple[int, ...]
+    model_shape: ModelShape | None = None
+
+    @property
+    def local(self) -> bool:
+        """Whether the worker trains on its own data (``data.mode = "local"``)."""
+        return self.model_shape is not None
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,8 @@ class Reply:
     signature: bytes
     node_id: int | None = None
     need_sync: bool = False
+    num_samples: int | None = None
+    """Local data: the samples the worker trained on, signed with the digests."""
 
     @property
     def num_bytes(self) -> int:
@@ -120,6 +140,8 @@ def check_reply(
     ReplyRejectedError
         With ``kind`` one of ``stale_round``, ``wrong_nonce``, ``malformed_reply``,
         ``unassigned_file``, ``bad_signature``, ``bad_shape``, ``non_finite``.
+        A local-data task's reply must carry a sample count in ``1 ..``
+        :data:`MAX_SAMPLES`; an assigned-data task's reply must carry none.
     """
     if reply.run_id != task.run_id or reply.round != task.round:
         raise ReplyRejectedError(
@@ -146,6 +168,7 @@ def check_reply(
     left_out = sorted(set(task.files) - set(reply.files))
     if left_out:
         raise ReplyRejectedError("malformed_reply", f"reply leaves out assigned files {left_out}")
+    _check_count(reply.num_samples, local=task.local)
     try:
         verified = verify_reply(
             public_key,
@@ -157,6 +180,7 @@ def check_reply(
             file_ids=reply.files,
             digests=reply.digests,
             node_id=reply.node_id,
+            num_samples=reply.num_samples,
         )
     except IdentityError as exc:  # fields that cannot even be signed
         raise ReplyRejectedError("malformed_reply", f"reply cannot be verified: {exc}") from exc
@@ -178,3 +202,22 @@ def check_reply(
             raise ReplyRejectedError("non_finite", f"file {file}: update holds NaN or Inf")
         replicas.append(Replica(worker=reply.worker, file=file, value=value, digest=claimed))
     return replicas
+
+
+def _check_count(count: object, *, local: bool) -> None:
+    """Refuse a sample count the task did not ask for, or a missing or impossible one."""
+    if not local:
+        if count is not None:
+            raise ReplyRejectedError(
+                "malformed_reply", "reply reports a sample count, which assigned data has not"
+            )
+        return
+    if count is None:
+        raise ReplyRejectedError(
+            "malformed_reply", "reply reports no sample count, which local data needs"
+        )
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_SAMPLES:
+        shown = repr(count)[:40] if type(count) is int else type(count).__name__
+        raise ReplyRejectedError(
+            "malformed_reply", f"sample count {shown} is not a whole number in 1..2**53"
+        )

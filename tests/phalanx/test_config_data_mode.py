@@ -1,9 +1,7 @@
-"""The data mode of a run config: local data's settings checked, r > 1 refused, and no run yet.
+"""The data mode of a run config: local data's settings checked, r > 1 refused, simulation runs.
 
-``data.mode = "local"`` has its partitions (``phalanx.partitions``), its local training
-(``phalanx.local_training``) and FedAvg's weighting (``phalanx.aggregation.weighting``), but the
-round loop does not use them yet: every local-mode config is refused, after its own checks,
-with a sentence that says so.
+``data.mode = "local"`` runs in simulation (``phalanx.local_rounds``); what it cannot do yet
+(a deployed client's own data, simulated attacks, the systems model) is refused in words.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from pydantic import ValidationError
 from phalanx.config import RunConfig, load_run_config
 from phalanx.validation_messages import one_line
 
-NOT_WIRED = "local data mode is not wired into runs yet"
+NOT_WIRED = "not wired into runs yet"
 LOCAL: dict[str, Any] = {
     "data": {"dataset": "digits", "model": "mlp", "mode": "local"},
     "assignment": {"scheme": "none", "num_workers": 10, "r": 1},
@@ -84,18 +82,14 @@ def test_local_data_needs_the_scheme_none_even_at_r_1() -> None:
         {"local": {"epochs": 2, "batch_size": 16, "lr": 0.05, "optimizer": "momentum"}},
     ],
 )
-def test_a_valid_local_config_is_refused_because_runs_do_not_use_local_data_yet(
-    data: dict[str, Any],
-) -> None:
-    message = refusal(local(data=data))
+def test_a_valid_local_config_in_simulation_is_accepted(data: dict[str, Any]) -> None:
+    config = RunConfig.model_validate(local(data=data))
 
-    assert message == (
-        f"data.mode = 'local': {NOT_WIRED} (the coordinator still assigns every worker its "
-        "samples); use data.mode = 'assigned'"
-    )
+    assert config.data.mode == "local"
+    assert RunConfig.model_validate(config.model_dump(mode="json")) == config
 
 
-def test_a_local_config_file_is_read_and_refused_in_the_same_words(tmp_path: Path) -> None:
+def test_a_local_config_file_is_read(tmp_path: Path) -> None:
     path = tmp_path / "local.toml"
     path.write_text(
         '[data]\ndataset = "digits"\nmode = "local"\n'
@@ -105,8 +99,10 @@ def test_a_local_config_file_is_read_and_refused_in_the_same_words(tmp_path: Pat
         '[aggregation]\nrule = "mean"\n'
     )
 
-    with pytest.raises(ValidationError, match=NOT_WIRED):
-        load_run_config(path)
+    config = load_run_config(path)
+
+    assert config.data.partition is not None and config.data.partition.alpha == 0.3
+    assert config.data.local is not None and config.data.local.steps == 20
 
 
 @pytest.mark.parametrize(
@@ -155,8 +151,36 @@ def test_settings_the_mode_would_not_read_are_refused_in_words(
     assert expected in refusal(config)
 
 
-def test_a_deployed_local_run_without_a_partition_reaches_the_wiring_refusal() -> None:
-    assert NOT_WIRED in refusal(local(deployment={"backend": "deployment"}))
+@pytest.mark.parametrize(
+    ("sections", "expected"),
+    [
+        (
+            {"deployment": {"backend": "deployment"}},
+            "data.mode = 'local' in a deployment: a deployed client reading its own data "
+            "(data-path in its node config) is not built yet",
+        ),
+        (
+            {"attack": {"name": "sign_flip", "q": 2}},
+            "attack.q > 0 with data.mode = 'local': the simulated attacks compute on assigned "
+            "files",
+        ),
+        (
+            {"systems": {"enabled": True}},
+            "systems.enabled with data.mode = 'local': the systems model times assigned files",
+        ),
+        (
+            {"collect": {"policy": "fastest_k", "k": 5}},
+            "collect.policy = 'fastest_k' needs arrival times",
+        ),
+    ],
+)
+def test_what_local_data_cannot_do_yet_is_refused_in_words(
+    sections: dict[str, Any], expected: str
+) -> None:
+    message = refusal(local(**sections))
+
+    assert expected in message
+    assert NOT_WIRED not in message
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The data.local setting: one length of training, and each optimizer its own options."""
+"""The data.local setting (one length of training, each optimizer its options); ModelShape."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from phalanx.data_mode import DEFAULT_MOMENTUM, LocalTrainingConfig
+from phalanx.data_mode import DEFAULT_MOMENTUM, LocalTrainingConfig, ModelShape
 
 
 def test_the_default_is_one_epoch_of_plain_sgd() -> None:
@@ -61,3 +61,13 @@ def test_hostile_values_are_refused_with_the_field_named(field: str, value: Any)
     with pytest.raises(ValidationError) as raised:
         LocalTrainingConfig.model_validate(given)
     assert [error["loc"] for error in raised.value.errors()] == [(field,)]
+
+
+@pytest.mark.parametrize("values", [(0, 8, 10), (1, -1, 10), (1, 8, True), (1, 8, 2**31)])
+def test_a_model_shape_outside_its_range_is_refused(values: tuple[int, int, int]) -> None:
+    with pytest.raises(ValueError, match=r"must be a whole number in 1\.\."):
+        ModelShape(*values)
+
+
+def test_a_model_shape_travels_as_three_numbers() -> None:
+    assert ModelShape(3, 32, 100).as_list() == [3, 32, 100]

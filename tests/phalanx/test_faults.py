@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from phalanx.faults import MAX_CAUSE_CHARS, common_failure, describe, one_line
+from phalanx.faults import (
+    MAX_CAUSE_CHARS,
+    common_failure,
+    describe,
+    fault_kind,
+    fault_kind_named,
+    one_line,
+)
+from phalanx.local_training import ModelDataMismatchError
 
 RAY_TRACEBACK = """\x1b[36mray::ClientAppActor.run()\x1b[39m (pid=4242, ip=10.1.2.3)
 Traceback (most recent call last):
@@ -77,3 +86,22 @@ def test_most_workers_failing_alike_is_named_with_the_count() -> None:
 def test_most_workers_failing_differently_names_the_commonest_cause() -> None:
     causes = ["ValueError: a", "ValueError: a", "KeyError: b", "OSError: c"]
     assert common_failure(causes, tasked=7) == "4 of 7 workers failed (2 with: ValueError: a)"
+
+
+def test_data_that_does_not_fit_the_model_is_a_data_mismatch_and_anything_else_a_worker_error() -> (
+    None
+):
+    assert fault_kind(ModelDataMismatchError("x")) == "data_mismatch"
+    assert fault_kind(ValueError("x")) == "worker_error"
+    assert fault_kind(RuntimeError("x")) == "worker_error"
+
+
+class PretenderError(Exception):
+    fault_kind = "outlier"
+
+
+@pytest.mark.parametrize("named", ["outlier", "bad_signature", "unchecked_reply", 3, None])
+def test_a_failure_can_name_only_a_workers_own_fault_kinds(named: object) -> None:
+    assert fault_kind_named(named) == "worker_error"
+    assert fault_kind(PretenderError()) == "worker_error"
+    assert fault_kind_named("data_mismatch") == "data_mismatch"

@@ -507,6 +507,28 @@ def test_reply_message_encodes_a_missing_node_id_as_null() -> None:
     assert b'"node_id":null' in reply_message(**fields)
 
 
+def test_a_sample_count_is_a_key_of_its_own_and_replies_without_one_keep_their_bytes() -> None:
+    counted: ReplyFields = {**EXAMPLE, "num_samples": 180}
+
+    assert reply_message(**{**EXAMPLE, "num_samples": None}) == reply_message(**EXAMPLE)
+    assert reply_message(**counted) == (
+        b"phalanx-reply-v1\n"
+        b'{"client_id":"c7","files":[[3,"ab12"],[9,"cd34"]],"node_id":"18446744073709551615",'
+        b'"nonce":"n-41","num_samples":"180","round":4,"run_id":"run-1"}'
+    )
+
+
+@pytest.mark.parametrize("claimed", [None, 179, 181, 0, 2**53])
+def test_a_signed_sample_count_cannot_be_changed_added_or_removed(
+    key: PrivateKey, claimed: int | None
+) -> None:
+    signature = sign_reply(key, **{**EXAMPLE, "num_samples": 180})
+
+    assert verify_reply(key.public_key(), signature, **{**EXAMPLE, "num_samples": 180})
+    assert not verify_reply(key.public_key(), signature, **{**EXAMPLE, "num_samples": claimed})
+    assert not verify_reply(key.public_key(), sign_reply(key, **EXAMPLE), num_samples=1, **EXAMPLE)
+
+
 def test_reply_message_accepts_numpy_integers() -> None:
     fields: ReplyFields = {
         **EXAMPLE,
@@ -530,6 +552,10 @@ def test_reply_message_accepts_numpy_integers() -> None:
         ({"nonce": 41}, "nonce must be a str"),
         ({"node_id": 2**64}, "node_id must be >= 0 and <= 18446744073709551615"),
         ({"node_id": -1}, "node_id must be >= 0"),
+        ({"num_samples": -1}, "num_samples must be >= 0"),
+        ({"num_samples": 2**64}, "num_samples must be >= 0 and <= 18446744073709551615"),
+        ({"num_samples": True}, "num_samples must be an integer"),
+        ({"num_samples": 1.0}, "num_samples must be an integer"),
     ],
 )
 def test_reply_message_refuses_malformed_fields(change: dict[str, Any], reason: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from phalanx.data_checks import DataError
 from phalanx.preflight import check_run_data, round_batch_size
-from tests.support.configs import small_config
+from tests.support.configs import local_config, small_config
 
 
 def _archive(path: Path, *, n_train: int, side: int = 8) -> str:
@@ -50,3 +50,13 @@ def test_images_too_small_for_the_cnn_are_refused(tmp_path: Path) -> None:
 def test_digits_are_stated_as_ten_classes() -> None:
     facts = check_run_data(small_config())
     assert (facts.num_classes, facts.inferred, facts.train_size) == (10, False, 1438)
+
+
+def test_local_data_needs_a_sample_per_client_not_a_round_of_files() -> None:
+    # 1,438 digits: 100 clients of 32-sample files would be 3,200, but local data has no files.
+    many = local_config(assignment={"num_workers": 100})
+    too_many = local_config(assignment={"num_workers": 2000})
+
+    assert check_run_data(many).train_size == 1438
+    with pytest.raises(DataError, match="1438 training samples for 2000 clients"):
+        check_run_data(too_many)

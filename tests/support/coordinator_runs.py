@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from phalanx.config import RunConfig
-from phalanx.data import load_dataset
 from phalanx.reports import RoundReport
-from phalanx.roster import simulated_roster
 from phalanx.runs import execute_run
-from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport, Tamper
-from phalanx_clients.worker import Worker
+from tests.support.inprocess import inprocess_workers
 
 RUN_ID = "run-under-test"
 
@@ -27,18 +24,7 @@ class FakeSink:
 
 
 def transport(config: RunConfig, tamper: Tamper | None = None) -> InProcessTransport:
-    train = load_dataset(config.data.dataset, "train")
-    team = RedTeam.from_config(config)
-    workers = {}
-    for ident in simulated_roster(RUN_ID, config.assignment.num_workers):
-        workers[ident.worker] = Worker(
-            config=config,
-            train_set=train,
-            client_id=ident.client_id,
-            private_key=ident.private_key,
-            behaviour=team.behaviour_of(ident.worker) if team else None,
-        )
-    return InProcessTransport(workers, tamper=tamper)
+    return InProcessTransport(inprocess_workers(config, RUN_ID), tamper=tamper)
 
 
 def run(config: RunConfig, tamper: Tamper | None = None, **kw: object) -> FakeSink:

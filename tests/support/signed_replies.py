@@ -32,6 +32,7 @@ def resigned(reply: Reply, **changes: object) -> Reply:
         file_ids=reply.files,
         digests=digests,
         node_id=reply.node_id,
+        num_samples=reply.num_samples,
     )
     return dataclasses.replace(reply, digests=digests, signature=signature)
 

@@ -25,6 +25,7 @@ from phalanx_api.schemas import (
     ResponseTimesPage,
     RoundDetailOut,
     RoundOut,
+    RunDetailOut,
     RunLaunchIn,
     RunOut,
     RunPage,
@@ -87,9 +88,11 @@ def list_runs(
 
 
 @router.get("/{run_id}", responses=documented(UNAUTHORIZED, NOT_FOUND))
-def get_run(run_id: UUID, db: SessionDep, _: ViewerDep) -> RunOut:
-    """One run."""
-    return RunOut.model_validate(runs.get_run(db, str(run_id)))
+def get_run(run_id: UUID, db: SessionDep, _: ViewerDep) -> RunDetailOut:
+    """One run; a simulated local-data run with its partition (samples and labels per client)."""
+    run = RunOut.model_validate(runs.get_run(db, str(run_id)))
+    partition = runs.get_partition(db, str(run_id))
+    return RunDetailOut.model_validate({**dict(run), "partition": partition})
 
 
 @router.get("/{run_id}/rounds", responses=documented(UNAUTHORIZED, NOT_FOUND))

@@ -8,7 +8,8 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from phalanx.channel import Downlink
-from phalanx.faults import describe, one_line
+from phalanx.data_mode import ModelShape
+from phalanx.faults import describe, fault_kind, fault_kind_named, one_line
 from phalanx.replies import Reply, Task
 
 TASK = "task"
@@ -47,6 +48,8 @@ def task_content(task: Task, downlink: Downlink, run_config_json: str) -> Record
             "delta": downlink.delta,
         }
     )
+    if task.model_shape is not None:  # local data: the model the client builds
+        record["model_shape"] = task.model_shape.as_list()
     arrays = {f"history.{k}": v for k, v in downlink.history.items()}
     if downlink.weights is not None:
         arrays["weights"] = downlink.weights
@@ -70,6 +73,7 @@ def read_task(content: RecordDict) -> tuple[Task, Downlink, str]:
             nonce=_scalar(record, "nonce", str),
             worker=_scalar(record, "worker", int),
             files=tuple(_list(record, "files", int)),
+            model_shape=_model_shape(record),
         )
         arrays = {k: v.numpy() for k, v in content.array_records[MODEL].items()}
         kind = _scalar(record, "downlink", str)
@@ -106,6 +110,8 @@ def reply_content(reply: Reply) -> RecordDict:
     }
     if reply.node_id is not None:
         fields["node_id"] = str(reply.node_id)
+    if reply.num_samples is not None:
+        fields["num_samples"] = reply.num_samples
     return RecordDict({REPLY: ConfigRecord(fields)})  # type: ignore[arg-type]
 
 
@@ -113,22 +119,26 @@ def fault_content(error: BaseException) -> RecordDict:
     """Build the reply of a worker whose own computation failed: what failed, in one line.
 
     The worker's traceback stays in its own log; the coordinator records the line as a
-    fault of this worker (never as a lie) and logs it.
+    fault of this worker (never as a lie) and logs it, of the kind the error names
+    (:func:`phalanx.faults.fault_kind`: ``data_mismatch`` for data that does not fit
+    the run's model, else ``worker_error``).
     """
-    return RecordDict({FAULT: ConfigRecord({"error": describe(error)})})
+    return RecordDict({FAULT: ConfigRecord({"error": describe(error), "kind": fault_kind(error)})})
 
 
-def read_fault(content: RecordDict) -> str | None:
-    """Return the one-line cause of a fault reply (see :func:`fault_content`), else ``None``.
+def read_fault(content: RecordDict) -> tuple[str, str] | None:
+    """Return the fault kind and one-line cause of a fault reply, else ``None``.
 
     Whatever the worker wrote is cut to one sanitised line; a fault record without a
-    readable cause still counts as a fault.
+    readable cause still counts as a fault. The kind is one a worker may give its own
+    failure (:func:`phalanx.faults.fault_kind_named`), ``worker_error`` otherwise.
     """
     record = content.config_records.get(FAULT)
     if record is None:
         return None
     error = record.get("error")
-    return one_line(error) if isinstance(error, str) else "the worker reported a failure"
+    cause = one_line(error) if isinstance(error, str) else "the worker reported a failure"
+    return fault_kind_named(record.get("kind")), cause
 
 
 def read_reply(content: RecordDict, *, worker: int) -> Reply:
@@ -174,7 +184,27 @@ def read_reply(content: RecordDict, *, worker: int) -> Reply:
         signature=signature,
         node_id=_node_id(record.get("node_id")),
         need_sync=need_sync,
+        num_samples=_count(record.get("num_samples")),
     )
+
+
+def _count(value: object) -> int | None:
+    """Parse a sample count: an int (its range is the coordinator's check), or absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedRecordError("field 'num_samples' is not int")
+    return value
+
+
+def _model_shape(record: ConfigRecord) -> ModelShape | None:
+    """Parse a local-data task's model shape (three ints), or ``None`` for assigned data."""
+    if record.get("model_shape") is None:
+        return None
+    values = _list(record, "model_shape", int)
+    if len(values) != 3:
+        raise MalformedRecordError("field 'model_shape' does not hold three ints")
+    return ModelShape(*values)
 
 
 def _node_id(value: object) -> int | None:

@@ -149,8 +149,9 @@ def _outcome(message: Message, worker: int) -> Reply | Rejection:
     try:
         fault = read_fault(message.content)
         if fault is not None:
-            log.info("worker %d reported a failure: %s", worker, fault)
-            return Rejection(worker, EventKind.WORKER_ERROR, fault)
+            kind, cause = fault
+            log.info("worker %d reported a failure (%s): %s", worker, kind, cause)
+            return Rejection(worker, kind, cause)
         return read_reply(message.content, worker=worker)
     except MalformedRecordError as exc:
         return Rejection(worker, EventKind.MALFORMED_REPLY, str(exc))

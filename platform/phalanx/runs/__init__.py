@@ -7,7 +7,14 @@
 - :mod:`~phalanx.runs.summary`: the one summary of a finished run.
 """
 
-from phalanx.runs.executor import Connected, Federation, build_coordinator, execute, execute_run
+from phalanx.runs.executor import (
+    Connected,
+    Federation,
+    build_coordinator,
+    execute,
+    execute_run,
+    simulated_partition,
+)
 from phalanx.runs.summary import RunSummary, precision_recall, summarize
 
 __all__ = [
@@ -18,5 +25,6 @@ __all__ = [
     "execute",
     "execute_run",
     "precision_recall",
+    "simulated_partition",
     "summarize",
 ]

@@ -31,10 +31,18 @@ from phalanx.coordinator import Coordinator
 from phalanx.data import load_dataset
 from phalanx.exchange import Transport
 from phalanx.faults import failure_cause
+from phalanx.local_data import run_partition
 from phalanx.nets import flatten_params, init_model
+from phalanx.partitions import PartitionReport
 from phalanx.reports import RoundReport, RoundSink
 from phalanx.roster import Member, Roster, RosterSource, SimulatedRoster
-from phalanx.runs.recorder import StoreRecorder, finish, load_checkpoint, stored_config
+from phalanx.runs.recorder import (
+    StoreRecorder,
+    finish,
+    load_checkpoint,
+    record_partition,
+    stored_config,
+)
 from phalanx.runs.summary import RunSummary
 from phalanx.store import LeaseLostError, RunStatus
 from phalanx.store.retry import DatabaseUnavailableError, RetryPolicy
@@ -46,6 +54,7 @@ __all__ = [
     "build_coordinator",
     "execute",
     "execute_run",
+    "simulated_partition",
 ]
 
 Drive = Callable[[Roster, Transport], None]
@@ -88,6 +97,23 @@ class Connected:
         drive(seated, self.transport)
 
 
+def simulated_partition(config: RunConfig) -> PartitionReport | None:
+    """Return the report of a simulated local-data run's partition; ``None`` for other runs.
+
+    The coordinator derives the partition from the config, as every simulated client
+    derives its own part (:mod:`phalanx.local_data`).
+
+    Raises
+    ------
+    ValueError
+        When the run's data cannot be partitioned as ``data.partition`` says.
+    """
+    if config.data.mode != "local" or config.deployment.backend != "simulation":
+        return None
+    train = load_dataset(config.data.dataset, "train", num_classes=config.data.num_classes)
+    return run_partition(config, train)[1]
+
+
 def build_coordinator(
     config: RunConfig,
     run_id: str,
@@ -96,12 +122,15 @@ def build_coordinator(
     *,
     checkpoint: bytes | None = None,
     members: Mapping[int, Member] | None = None,
+    partition: PartitionReport | None = None,
 ) -> Coordinator:
     """Build a coordinator, restored from ``checkpoint`` when given.
 
     An :class:`~phalanx.async_coordinator.AsyncCoordinator` when the run's
     ``asynchronous`` section is enabled. ``members`` are the workers' identities: the
     simulated identities of ``run_id`` by default, the seated roster's members otherwise.
+    ``partition``: a simulated local-data run's (:func:`simulated_partition`), derived
+    when not given.
     """
     test_set = load_dataset(config.data.dataset, "test", num_classes=config.data.num_classes)
     model = init_model(
@@ -126,6 +155,7 @@ def build_coordinator(
         params=flatten_params(model),
         test_set=test_set,
         sink=sink,
+        partition=partition if partition is not None else simulated_partition(config),
     )
     if checkpoint is not None:
         coordinator.restore(checkpoint)
@@ -143,6 +173,7 @@ def execute_run(
     checkpoint: bytes | None = None,
     on_round: Callable[[RoundReport], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    partition: PartitionReport | None = None,
 ) -> list[RoundReport]:
     """Run rounds ``start_round ..`` of a run and return their reports, recording nothing.
 
@@ -163,13 +194,21 @@ def execute_run(
     on_round, should_stop
         Called after each round; the run stops between rounds once
         ``should_stop`` returns ``True``.
+    partition : PartitionReport, optional
+        A simulated local-data run's partition (derived from the config when not given).
     """
     federation = transport if isinstance(transport, Federation) else Connected(transport)
     reports: list[RoundReport] = []
 
     def drive(seated: Roster, connected: Transport) -> None:
         coordinator = build_coordinator(
-            config, run_id, connected, sink, checkpoint=checkpoint, members=seated.members
+            config,
+            run_id,
+            connected,
+            sink,
+            checkpoint=checkpoint,
+            members=seated.members,
+            partition=partition,
         )
         reports.extend(
             coordinator.run(start_round=start_round, on_round=on_round, should_stop=should_stop)
@@ -237,6 +276,9 @@ def execute(
                 f"but its workers would be {roster.backend} workers"
             )
         done, checkpoint = load_checkpoint(sessions, run_id)
+        partition = simulated_partition(config)
+        if partition is not None:  # stored before the first round, kept with the run
+            record_partition(sessions, run_id, partition, retry)
         recorder = StoreRecorder(sessions, run_id, checkpoint_dir, claimer, retry)
         reports = execute_run(
             config,
@@ -248,6 +290,7 @@ def execute(
             checkpoint=checkpoint,
             on_round=on_round,
             should_stop=recorder.should_stop,
+            partition=partition,
         )
     except LeaseLostError:
         raise

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.config import RunConfig
 from phalanx.event_kinds import FLAG_KINDS
 from phalanx.identity import public_key_fingerprint, public_key_to_pem
+from phalanx.partitions import PartitionReport
 from phalanx.reports import RoundReport
 from phalanx.roster import simulated_roster
 from phalanx.runs.summary import RunSummary, build_summary
@@ -290,6 +291,27 @@ def finish(
 
     what = f"recording that the run {status.value}"
     return retry_transient(end, what=what, policy=retry or RetryPolicy())
+
+
+def record_partition(
+    sessions: sessionmaker[Session],
+    run_id: str,
+    report: PartitionReport,
+    retry: RetryPolicy | None = None,
+) -> None:
+    """Store the report of the run's partition before its first round (a resumed run: again).
+
+    Raises
+    ------
+    phalanx.store.retry.DatabaseUnavailableError
+        When the database stayed locked or out of reach for the retry budget.
+    """
+
+    def write() -> None:
+        with sessions.begin() as session:
+            runs.record_partition(session, run_id, report.to_dict())
+
+    retry_transient(write, what="recording the run's partition", policy=retry or RetryPolicy())
 
 
 def _finished_as(

@@ -233,6 +233,23 @@ class Run(Base):
     final_model_digest: Mapped[str | None] = mapped_column(String(128))
 
 
+class RunPartition(Base):
+    """How a simulated local-data run divided its training split among its clients.
+
+    One row per such run, written before its first round and never changed: the
+    report of :class:`phalanx.partitions.PartitionReport` (kind, parameters, each
+    client's samples and label histogram, label totals, samples no client holds).
+    """
+
+    __tablename__ = "run_partitions"
+
+    run_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    report: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class Round(Base):
     """One finished round of a run."""
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from phalanx.redaction import redact_host_paths
 from phalanx.store.errors import ConflictError, LeaseLostError, NotFoundError
-from phalanx.store.models import Run, RunStatus
+from phalanx.store.models import Run, RunPartition, RunStatus
 from phalanx.store.types import utcnow
 
 #: A running run whose heartbeat is older than this is reclaimed by the next claimer.
@@ -73,6 +73,35 @@ def get_run(session: Session, run_id: str) -> Run:
     if run is None:
         raise NotFoundError("run", run_id)
     return run
+
+
+def record_partition(session: Session, run_id: str, report: dict[str, Any]) -> RunPartition:
+    """Store the report of a local-data run's partition; storing the same one again is a no-op.
+
+    Raises
+    ------
+    NotFoundError
+        When no run has this id.
+    ConflictError
+        When the run holds a different partition already: a run's partition is
+        fixed by its config and never changes.
+    """
+    get_run(session, run_id)
+    stored = session.get(RunPartition, run_id)
+    if stored is not None:
+        if stored.report != report:
+            raise ConflictError(f"run {run_id!r} holds a different partition already")
+        return stored
+    stored = RunPartition(run_id=run_id, report=dict(report))
+    session.add(stored)
+    session.flush()
+    return stored
+
+
+def get_partition(session: Session, run_id: str) -> dict[str, Any] | None:
+    """Return the report of a run's partition, or ``None`` when it has none (assigned data)."""
+    stored = session.get(RunPartition, run_id)
+    return None if stored is None else stored.report
 
 
 def list_runs(

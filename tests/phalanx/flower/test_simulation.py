@@ -8,7 +8,9 @@ from phalanx.flower.simulation import SimulationEngine
 from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run, summarize
-from tests.support.configs import small_config
+from tests.support.configs import local_config, small_config
+from tests.support.inprocess import inprocess_transport
+from tests.support.torch_threads import one_torch_thread
 
 pytestmark = pytest.mark.slow
 
@@ -78,9 +80,10 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
         )
         for ident in simulated_roster(run_id, config.assignment.num_workers)
     }
-    local = execute_run(
-        config, run_id=run_id, sink=FakeSink(), transport=InProcessTransport(workers)
-    )
+    with one_torch_thread():  # as the ClientApp trains: the float sums depend on it
+        local = execute_run(
+            config, run_id=run_id, sink=FakeSink(), transport=InProcessTransport(workers)
+        )
     # Each worker's error memory lives in Flower's node state between rounds; a lost or
     # stale memory would change the updates, and so the model, from round 2 on.
     assert [r.model_digest for r in flower] == [r.model_digest for r in local]
@@ -88,3 +91,22 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
     assert all(
         w.replica.feedback is not None and w.replica.feedback.memory.any() for w in workers.values()
     )
+
+
+def test_a_local_data_run_through_flower_matches_the_in_process_run() -> None:
+    # Each simulated ClientApp derives its own part of the seeded partition from the run
+    # config; the in-process workers are given theirs: the same parts, the same updates.
+    config = local_config(rounds=2, data={"partition": {"kind": "dirichlet", "alpha": 0.5}})
+    run_id = "sim-local"
+    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine())
+    with one_torch_thread():  # as the ClientApp trains: the float sums depend on it
+        local = execute_run(
+            config, run_id=run_id, sink=FakeSink(), transport=inprocess_transport(config, run_id)
+        )
+
+    assert [r.model_digest for r in flower] == [r.model_digest for r in local]
+    assert [r.metrics["samples_weighted"] for r in flower] == [
+        r.metrics["samples_weighted"] for r in local
+    ]
+    assert not any(r.rejected for r in flower)
+    assert flower[-1].accuracy > flower[0].accuracy

@@ -11,14 +11,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.agreement_record import AgreementRecord
 from phalanx.attacks import load_attack
 from phalanx.config import RunConfig
-from phalanx.data import load_dataset
+from phalanx.data import ImageDataset, load_dataset
+from phalanx.faults import RunFailedError
 from phalanx.flower.server_app import GridFederation
 from phalanx.identity import generate_private_key, public_key_fingerprint, public_key_to_pem
 from phalanx.plan import adversaries
 from phalanx.reports import RoundReport
 from phalanx.roster import SimulatedRoster
 from phalanx.runs.enrolled import EnrolledRoster
-from phalanx.runs.executor import execute
+from phalanx.runs.executor import execute, simulated_partition
 from phalanx.runs.recorder import (
     CheckpointError,
     StoreRecorder,
@@ -44,8 +45,8 @@ from phalanx_clients.behaviour import Behaviour, RedTeam
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
 from tests.support.clock import FakeClock
-from tests.support.configs import small_config
-from tests.support.inprocess import inprocess_transport
+from tests.support.configs import local_config, small_config
+from tests.support.inprocess import inprocess_transport, inprocess_workers
 from tests.support.reports import round_report
 from tests.support.write_lock import WriteLock
 
@@ -349,3 +350,61 @@ def test_workers_of_another_backend_than_the_runs_are_refused(
         )
 
     assert _run_row(sessions, run_id).status == RunStatus.FAILED
+
+
+def test_a_local_data_run_stores_its_partition_and_trains(sqlite_url: str, tmp_path: Path) -> None:
+    migrate.upgrade(sqlite_url)
+    sessions = session_factory(make_engine(sqlite_url))
+    config = local_config(rounds=2, data={"partition": {"kind": "dirichlet", "alpha": 0.5}})
+    claimer = claimer_name()
+    run_id = create_simulated_run(sessions, config, claimer)
+
+    summary = execute(
+        sessions,
+        run_id,
+        roster=SimulatedRoster(run_id),
+        claimer=claimer,
+        checkpoint_dir=tmp_path,
+        transport=inprocess_transport(config, run_id),
+    )
+
+    assert summary.rounds == 2
+    with sessions() as session:
+        stored = runs.get_partition(session, run_id)
+    assert _run_row(sessions, run_id).status == "succeeded"
+    assert stored == simulated_partition(config).to_dict()  # type: ignore[union-attr]
+    assert stored is not None and stored["kind"] == "dirichlet" and len(stored["samples"]) == 6
+
+
+def test_a_local_data_run_whose_clients_all_mismatch_fails_with_the_cause_in_one_line(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    migrate.upgrade(sqlite_url)
+    sessions = session_factory(make_engine(sqlite_url))
+    config = local_config(rounds=2)
+    claimer = claimer_name()
+    run_id = create_simulated_run(sessions, config, claimer)
+    workers = inprocess_workers(config, run_id)
+    for worker in workers.values():  # every client's data has 12 classes, the model 10 outputs
+        worker.train_set = ImageDataset(
+            x=worker.train_set.x, y=worker.train_set.y, num_classes=12, name="clinic/train"
+        )
+
+    with pytest.raises(RunFailedError):
+        execute(
+            sessions,
+            run_id,
+            roster=SimulatedRoster(run_id),
+            claimer=claimer,
+            checkpoint_dir=tmp_path,
+            transport=InProcessTransport(workers),
+        )
+
+    run = _run_row(sessions, run_id)
+    assert (run.status, run.error) == (
+        "failed",
+        "round 1: 6 of 6 workers failed with the same error: ModelDataMismatchError: "
+        "clinic/train: the data has 12 classes but the model only 10 outputs",
+    )
+    with sessions() as session:
+        assert runs.get_partition(session, run_id) is not None  # stored before round 1

@@ -42,6 +42,7 @@ TABLES = {
     "worker_responses",
     "detection_cases",
     "detection_case_kinds",
+    "run_partitions",
 }
 
 

@@ -284,3 +284,36 @@ def test_finishing_with_a_non_terminal_status_is_refused(db_session: Session) ->
 
     with pytest.raises(ValueError, match="terminal"):
         runs.finish_run(db_session, run.id, RunStatus.RUNNING)
+
+
+PARTITION = {
+    "kind": "dirichlet",
+    "parameters": {"alpha": 0.3, "min_partition_size": 10, "seed": 7, "self_balancing": False},
+    "num_classes": 2,
+    "samples": [3, 1],
+    "label_totals": [2, 2],
+    "unassigned": 0,
+    "histograms": [[2, 1], [0, 1]],
+}
+
+
+def test_a_runs_partition_is_stored_once_and_read_back_whole(db_session: Session) -> None:
+    run = new_run(db_session)
+    runs.record_partition(db_session, run.id, PARTITION)
+    runs.record_partition(db_session, run.id, PARTITION)  # a resumed run stores it again
+    db_session.commit()
+    db_session.expire_all()
+
+    assert runs.get_partition(db_session, run.id) == PARTITION
+    changed = {**PARTITION, "samples": [2, 2]}
+    with pytest.raises(ConflictError, match="holds a different partition already"):
+        runs.record_partition(db_session, run.id, changed)
+    with pytest.raises(NotFoundError):
+        runs.record_partition(db_session, "no-such-run", PARTITION)
+
+
+def test_a_run_without_local_data_has_no_partition(db_session: Session) -> None:
+    run = new_run(db_session)
+    db_session.commit()
+
+    assert runs.get_partition(db_session, run.id) is None
