@@ -40,6 +40,7 @@ KIND_HEADLINES: Mapping[str, str] = {
     EventKind.NODE_ID_MISMATCH: "Replied from another Flower node than its own",
     EventKind.OVERFLOW: "Sent an update so large that the aggregate overflowed",
     EventKind.WORKER_ERROR: "Failed to compute its update (a fault, not a lie)",
+    EventKind.DATA_MISMATCH: "Its own data does not fit the run's model (a fault, not a lie)",
     EventKind.UNCHECKED_REPLY: "Sent a reply the coordinator could not check",
     EventKind.TIED_GROUPS: "Largest agreeing groups tied: suspects named, disputed files left out",
     EventKind.UNPROVEN_OUTSIDERS: (
