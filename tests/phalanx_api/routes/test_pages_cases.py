@@ -8,9 +8,7 @@ assignment with two liars (workers 2 and 5) and, in the last round, a refused re
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -28,46 +26,24 @@ from phalanx.store import (
     rounds,
     runs,
 )
-from phalanx_api.main import create_app
-from phalanx_api.settings import ApiSettings
-from tests.support.factories import Keys, TestClient, make_keys, post_login, settings_for
+from tests.support.factories import Keys, TestClient, post_login
 from tests.support.flagged_runs import seed_detected_run
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
 
 
-@pytest.fixture
-def settings(migrated_url: str, tmp_path: Path) -> ApiSettings:
-    return settings_for(migrated_url, tmp_path / "data")
-
-
-@pytest.fixture
-def client(settings: ApiSettings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
-
-
-@pytest.fixture
-def sessions(client: TestClient) -> sessionmaker[Session]:
-    factory: sessionmaker[Session] = client.app.state.phalanx.sessions  # type: ignore[attr-defined]
-    return factory
-
-
-@pytest.fixture
-def keys_(sessions: sessionmaker[Session]) -> Keys:
-    return make_keys(sessions)
-
-
-def log_in(client: TestClient, secret: str) -> str:
+def log_in(fresh_client: TestClient, secret: str) -> str:
     """Log the test client in; return the page's CSRF token."""
-    assert post_login(client, secret).status_code == 303
-    match = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/", headers=HTML).text)
+    assert post_login(fresh_client, secret).status_code == 303
+    match = re.search(
+        r'name="csrf_token" value="([^"]+)"', fresh_client.get("/", headers=HTML).text
+    )
     assert match
     return match.group(1)
 
 
-def case_of(sessions: sessionmaker[Session], client_id: str) -> DetectionCase:
-    with sessions() as session:
+def case_of(fresh_sessions: sessionmaker[Session], client_id: str) -> DetectionCase:
+    with fresh_sessions() as session:
         query = select(DetectionCase).where(DetectionCase.client_id == client_id)
         return session.scalars(query).one()
 
@@ -78,40 +54,40 @@ def card(page: str, case_id: int) -> str:
 
 
 def test_the_queue_shows_one_card_per_client_with_its_rounds_and_evidence(
-    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
 ) -> None:
-    seeded = seed_detected_run(sessions, num_rounds=3)
-    log_in(client, keys_.viewer)
+    seeded = seed_detected_run(fresh_sessions, num_rounds=3)
+    log_in(fresh_client, fresh_keys.viewer)
 
-    page = client.get("/cases", headers=HTML).text
+    page = fresh_client.get("/cases", headers=HTML).text
 
     assert page.count('<article class="card event case') == 3
     assert 'data-open-cases="3"' in page
-    liar = card(page, case_of(sessions, seeded.clients[2]).id)
+    liar = card(page, case_of(fresh_sessions, seeded.clients[2]).id)
     assert "seeded/worker-2 (worker 2)" in liar
     assert "rounds 1 to 3" in liar and "3 events" in liar
     assert "Worker 2 disagreed with workers 0, 1, 3 and 4" in liar  # round 3: 6 was refused
     assert "Latest, also the strongest: round 3" in liar
     assert "<code>outside_max_clique</code> ×3" in liar
-    forger = card(page, case_of(sessions, seeded.clients[6]).id)
+    forger = card(page, case_of(fresh_sessions, seeded.clients[6]).id)
     assert "signature does not verify" in forger
     assert 'class="review"' not in page  # a viewer gets no forms
     assert 'id="bulk-review"' not in page
-    case_id = case_of(sessions, seeded.clients[2]).id
-    record = client.get(f"/events?status=all&case_id={case_id}", headers=HTML).text
+    case_id = case_of(fresh_sessions, seeded.clients[2]).id
+    record = fresh_client.get(f"/events?status=all&case_id={case_id}", headers=HTML).text
     assert record.count('<article class="card event') == 3
     assert set(re.findall(r'data-worker="(\d+)"', record)) == {"2"}
     assert "of case <a" in record
 
 
 def test_bulk_confirm_closes_every_open_event_bans_and_the_badge_counts_cases(
-    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
 ) -> None:
-    seeded = seed_detected_run(sessions, num_rounds=3)
-    token = log_in(client, keys_.operator)
-    liars = [case_of(sessions, seeded.clients[w]).id for w in (2, 5)]
+    seeded = seed_detected_run(fresh_sessions, num_rounds=3)
+    token = log_in(fresh_client, fresh_keys.operator)
+    liars = [case_of(fresh_sessions, seeded.clients[w]).id for w in (2, 5)]
 
-    done = client.post(
+    done = fresh_client.post(
         "/cases/review",
         data={
             "csrf_token": token,
@@ -125,7 +101,7 @@ def test_bulk_confirm_closes_every_open_event_bans_and_the_badge_counts_cases(
 
     assert done.status_code == 303, done.text
     assert done.headers["location"] == f"/cases?sort=count&reviewed={liars[0]}&reviewed={liars[1]}"
-    page = client.get(done.headers["location"], headers=HTML).text
+    page = fresh_client.get(done.headers["location"], headers=HTML).text
     flash = page[page.index('data-flash="cases"') :]
     flash = flash[: flash.index("</div>")]
     assert f"Case #{liars[0]}, seeded/worker-2 (worker 2): confirmed by operator-key" in flash
@@ -133,7 +109,7 @@ def test_bulk_confirm_closes_every_open_event_bans_and_the_badge_counts_cases(
     assert flash.count('data-client-status="banned"') == 2
     assert 'data-open-cases="1"' in page  # worker 6's refusal is left
     assert page.count('<article class="card event case') == 1
-    with sessions() as session:
+    with fresh_sessions() as session:
         closed = session.scalars(
             select(DetectionEvent).where(DetectionEvent.case_id.in_(liars))
         ).all()
@@ -147,14 +123,14 @@ def test_bulk_confirm_closes_every_open_event_bans_and_the_badge_counts_cases(
 
 
 def test_dismissing_with_mute_marks_later_events_as_muted_and_by_whom(
-    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
 ) -> None:
-    seeded = seed_detected_run(sessions, num_rounds=2)
-    token = log_in(client, keys_.operator)
-    case_id = case_of(sessions, seeded.clients[6]).id
+    seeded = seed_detected_run(fresh_sessions, num_rounds=2)
+    token = log_in(fresh_client, fresh_keys.operator)
+    case_id = case_of(fresh_sessions, seeded.clients[6]).id
     data = {"csrf_token": token, "case_ids": str(case_id), "decision": "dismiss", "mute": "true"}
-    assert client.post("/cases/review", data=data, follow_redirects=False).status_code == 303
-    with sessions.begin() as session:
+    assert fresh_client.post("/cases/review", data=data, follow_redirects=False).status_code == 303
+    with fresh_sessions.begin() as session:
         now = datetime(2025, 3, 1, tzinfo=UTC)
         refusal = EventData(
             kind="bad_signature",
@@ -167,7 +143,7 @@ def test_dismissing_with_mute_marks_later_events_as_muted_and_by_whom(
             session, seeded.run_id, RoundData(number=3, started_at=now, finished_at=now), [refusal]
         )
 
-    page = client.get("/cases?status=dismissed", headers=HTML).text
+    page = fresh_client.get("/cases?status=dismissed", headers=HTML).text
 
     shown = card(page, case_id)
     assert "muted by operator-key" in shown
@@ -181,19 +157,21 @@ def test_dismissing_with_mute_marks_later_events_as_muted_and_by_whom(
     "query",
     ["sort=loudness", "order=up", "status=maybe", "offset=-1", "reviewed=0", "kind=DROP%20TABLE"],
 )
-def test_a_bad_sort_or_filter_is_422_naming_it(query: str, client: TestClient, keys_: Keys) -> None:
-    log_in(client, keys_.viewer)
-    response = client.get(f"/cases?{query}", headers=HTML)
+def test_a_bad_sort_or_filter_is_422_naming_it(
+    query: str, fresh_client: TestClient, fresh_keys: Keys
+) -> None:
+    log_in(fresh_client, fresh_keys.viewer)
+    response = fresh_client.get(f"/cases?{query}", headers=HTML)
     assert response.status_code == 422
     assert query.split("=")[0] in response.text
 
 
 def test_a_form_without_cases_or_with_hostile_ids_is_422_and_a_viewer_is_403(
-    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
 ) -> None:
-    seeded = seed_detected_run(sessions, num_rounds=1)
-    token = log_in(client, keys_.operator)
-    case_id = case_of(sessions, seeded.clients[2]).id
+    seeded = seed_detected_run(fresh_sessions, num_rounds=1)
+    token = log_in(fresh_client, fresh_keys.operator)
+    case_id = case_of(fresh_sessions, seeded.clients[2]).id
     for ids, said in (
         ([], "select 1 to 100 cases, got 0"),
         (["two"], "case_ids"),
@@ -201,22 +179,24 @@ def test_a_form_without_cases_or_with_hostile_ids_is_422_and_a_viewer_is_403(
         ([str(2**63)], "case_ids"),
     ):
         data = {"csrf_token": token, "case_ids": ids, "decision": "confirm"}
-        refused = client.post("/cases/review", data=data, headers=HTML, follow_redirects=False)
+        refused = fresh_client.post(
+            "/cases/review", data=data, headers=HTML, follow_redirects=False
+        )
         assert refused.status_code == 422, (ids, refused.text)
         assert said in refused.text
-    client.post("/logout", data={"csrf_token": token})
-    viewer_token = log_in(client, keys_.viewer)
+    fresh_client.post("/logout", data={"csrf_token": token})
+    viewer_token = log_in(fresh_client, fresh_keys.viewer)
     data = {"csrf_token": viewer_token, "case_ids": str(case_id), "decision": "confirm"}
-    assert client.post("/cases/review", data=data, follow_redirects=False).status_code == 403
-    with sessions() as session:
+    assert fresh_client.post("/cases/review", data=data, follow_redirects=False).status_code == 403
+    with fresh_sessions() as session:
         assert session.get(DetectionCase, case_id).open_count == 1  # type: ignore[union-attr]
 
 
 def test_with_10000_events_the_queue_page_stays_small(
-    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
 ) -> None:
     evidence = {"summary": "Worker w disagreed with every other replica of its files."}
-    with sessions.begin() as session:
+    with fresh_sessions.begin() as session:
         run_id = runs.create_run(session, name="big", config={}, seed=1).id
         now = datetime(2025, 1, 1, tzinfo=UTC)
         for number in range(1, 101):
@@ -228,9 +208,9 @@ def test_with_10000_events_the_queue_page_stays_small(
             ]
             data = RoundData(number=number, started_at=now, finished_at=now)
             rounds.record_round(session, run_id, data, found)
-    log_in(client, keys_.viewer)
+    log_in(fresh_client, fresh_keys.viewer)
 
-    page = client.get("/cases", headers=HTML)
+    page = fresh_client.get("/cases", headers=HTML)
 
     assert page.status_code == 200
     assert page.text.count('<article class="card event case') == 20
