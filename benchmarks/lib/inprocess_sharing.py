@@ -53,8 +53,11 @@ class SharedUpdates:
             self._key, self._updates = key, {}
         missing = tuple(f for f in task.files if f not in self._updates)
         if missing:
+            samples = task.samples_by_file()
             self._updates.update(
-                compute_file_updates(config, train_set, task.round, missing, params)
+                compute_file_updates(
+                    config, train_set, task.round, {f: samples[f] for f in missing}, params
+                )
             )
         return {f: self._updates[f] for f in task.files}
 

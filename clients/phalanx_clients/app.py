@@ -29,9 +29,11 @@ part whichever process derives it. (A deployed client reading its own
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -91,9 +93,17 @@ class IdentitySource(Protocol):
         ...
 
 
+TEAMS_KEPT = 4
+"""Runs whose red team a ClientApp process keeps built at once."""
+
+
 @dataclass(frozen=True)
 class SimulatedWorkers:
     """Identities derived from the run id and worker index; the config's red team lies.
+
+    The red team is built once per run config (keyed by the digest of the config's
+    JSON; the :data:`TEAMS_KEPT` most recently used are kept), not once per message:
+    it also keeps the round plans its adversaries derive.
 
     Parameters
     ----------
@@ -103,11 +113,25 @@ class SimulatedWorkers:
     """
 
     red_team: RedTeamFactory = RedTeam.from_config
+    _teams: OrderedDict[str, RedTeam | None] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False, hash=False
+    )
+
+    def team_of(self, config: RunConfig) -> RedTeam | None:
+        """Return the red team of ``config``'s run, built on the first message of the run."""
+        key = hashlib.sha256(config.model_dump_json().encode()).hexdigest()
+        if key in self._teams:
+            self._teams.move_to_end(key)
+            return self._teams[key]
+        team = self._teams[key] = self.red_team(config)
+        while len(self._teams) > TEAMS_KEPT:
+            self._teams.popitem(last=False)
+        return team
 
     def __call__(self, task: Task, config: RunConfig, context: Context) -> WorkerIdentity:
         """Derive worker ``task.worker``'s identity in run ``task.run_id``."""
         identity = simulated_identity(task.run_id, task.worker)
-        team = self.red_team(config)
+        team = self.team_of(config)
         return WorkerIdentity(
             client_id=identity.client_id,
             private_key=identity.private_key,

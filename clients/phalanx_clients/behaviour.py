@@ -5,15 +5,20 @@ files, then replaces those that the adversaries' strategy says to distort with
 the attack's output. Omniscient attacks (ALIE, IPM, mimic) see the honest
 updates of a sample of the round's files, the same sample for every adversary,
 so colluding adversaries send identical vectors for the same file.
+
+The red team knows the round's plan (it is the omniscient adversary of a
+simulation): it derives the assignment and the files' samples it needs once per
+round and keeps the last few (:data:`ROUNDS_KEPT`), instead of once per task.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
+from phalanx.assignment import Assignment
 from phalanx.attacks import (
     Attack,
     AttackContext,
@@ -23,12 +28,23 @@ from phalanx.attacks import (
 )
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
-from phalanx.plan import adversaries, round_assignment
+from phalanx.plan import adversaries, round_assignment, round_samples, task_samples
 from phalanx.replies import Task
 from phalanx.training import derive_seed
 from phalanx_clients.file_updates import compute_file_updates
 
 REFERENCE_FILES = 8
+
+ROUNDS_KEPT = 2
+"""Rounds whose plan a red team keeps at once (a round's tasks all come before the next's)."""
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """What the red team knows of one round: who holds what, and whom to distort."""
+
+    assignment: Assignment
+    distort: dict[int, frozenset[int]]
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,25 @@ class RedTeam:
     adversaries: frozenset[int]
     attack: Attack | DataAttack
     strategy: str
+    _plans: dict[int, RoundPlan] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+
+    def round_plan(self, config: RunConfig, round: int) -> RoundPlan:
+        """Return round ``round``'s assignment and distortion plan, derived once per round."""
+        plan = self._plans.get(round)
+        if plan is None:
+            assignment = round_assignment(config, round)
+            distort = distortion_plan(
+                assignment,
+                self.adversaries,
+                strategy=self.strategy,  # type: ignore[arg-type]
+                seed=config.seed,
+            )
+            plan = self._plans[round] = RoundPlan(assignment, dict(distort))
+            while len(self._plans) > ROUNDS_KEPT:
+                del self._plans[min(self._plans)]
+        return plan
 
     @classmethod
     def from_config(cls, config: RunConfig) -> RedTeam | None:
@@ -86,20 +121,21 @@ class Behaviour:
         train_set : ImageDataset
             The worker's training data (a data attack trains on it with flipped labels).
         """
-        assignment = round_assignment(config, task.round)
-        plan = distortion_plan(
-            assignment,
-            self.red_team.adversaries,
-            strategy=self.red_team.strategy,  # type: ignore[arg-type]
-            seed=config.seed,
-        )
-        targets = sorted(plan.get(task.worker, frozenset()) & set(task.files))
+        plan = self.red_team.round_plan(config, task.round)
+        assignment = plan.assignment
+        targets = sorted(plan.distort.get(task.worker, frozenset()) & set(task.files))
         if not targets:
             return honest
         attack = self.red_team.attack
         if isinstance(attack, DataAttack):
+            samples = task.samples_by_file()
             poisoned = compute_file_updates(
-                config, train_set, task.round, tuple(targets), params, poison_labels=True
+                config,
+                train_set,
+                task.round,
+                {f: samples[f] for f in targets},
+                params,
+                poison_labels=True,
             )
             return {**honest, **poisoned}
         reference = _reference_updates(config, train_set, task.round, assignment.num_files, params)
@@ -142,5 +178,7 @@ def _reference_updates(
     g = torch.Generator().manual_seed(derive_seed(config.seed, round, -1))
     sample = torch.randperm(num_files, generator=g)[: min(REFERENCE_FILES, num_files)]
     files = tuple(sorted(int(f) for f in sample))
-    updates = compute_file_updates(config, train_set, round, files, params)
+    samples = round_samples(config, len(train_set.y), round, num_files)
+    chosen = dict(zip(files, task_samples(samples, files), strict=True))
+    updates = compute_file_updates(config, train_set, round, chosen, params)
     return torch.stack([updates[f] for f in files])

@@ -2,17 +2,21 @@
 
 Honest workers (:mod:`phalanx_clients.worker`) and Byzantine ones
 (:mod:`phalanx_clients.behaviour`) both start from these, so every honest replica
-of a file is the same pure function of (model, round, file).
+of a file is the same pure function of (model, round, file, the file's samples).
+The samples come with the task (:attr:`phalanx.replies.Task.samples`): computing
+them costs the worker its own files, never the round's whole plan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+import torch
 from torch import Tensor
 
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.nets import build_model, load_flat_
-from phalanx.plan import file_samples, round_assignment
 from phalanx.training import compute_update, derive_seed
 
 
@@ -20,14 +24,32 @@ def compute_file_updates(
     config: RunConfig,
     train_set: ImageDataset,
     round: int,
-    files: tuple[int, ...],
+    samples: Mapping[int, Sequence[int]],
     params: Tensor,
     *,
     poison_labels: bool = False,
 ) -> dict[int, Tensor]:
-    """Compute honest (or label-flipped) updates of ``files`` in ``round`` from ``params``."""
-    assignment = round_assignment(config, round)
-    samples = file_samples(config, len(train_set.y), round, assignment.num_files)
+    """Compute honest (or label-flipped) updates of each file in ``samples`` from ``params``.
+
+    Parameters
+    ----------
+    samples : Mapping[int, Sequence[int]]
+        File id -> the indices of its training samples in ``train_set``.
+
+    Raises
+    ------
+    ValueError
+        When a file has no sample, or an index is outside ``train_set``.
+    """
+    size = len(train_set.y)
+    indices = {}
+    for f, idx in samples.items():
+        if not idx or not all(0 <= i < size for i in idx):
+            raise ValueError(
+                f"the task names samples of file {f} outside the {size} training samples "
+                "this worker holds (or none): its data is not the run's dataset"
+            )
+        indices[f] = torch.tensor(idx, dtype=torch.int64)
     model = build_model(
         config.data.model,
         in_channels=train_set.in_channels,
@@ -36,14 +58,13 @@ def compute_file_updates(
     )
     load_flat_(model, params)
     updates = {}
-    for f in files:
-        idx = samples[f]
-        y = train_set.y[idx]
+    for f, rows in indices.items():
+        y = train_set.y[rows]
         if poison_labels:
             y = train_set.num_classes - 1 - y
         updates[f] = compute_update(
             model,
-            train_set.x[idx],
+            train_set.x[rows],
             y,
             seed=derive_seed(config.seed, round, f),
             local_steps=config.training.local_steps,

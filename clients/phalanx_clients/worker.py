@@ -99,7 +99,7 @@ class Worker:
             updates = dict.fromkeys(task.files, update)
         else:
             updates = compute_file_updates(
-                self.config, self.train_set, task.round, task.files, params
+                self.config, self.train_set, task.round, task.samples_by_file(), params
             )
         if not all(all_finite(update) for update in updates.values()):
             raise NonFiniteUpdateError(
@@ -170,6 +170,7 @@ class Worker:
             digests=digests,
             node_id=self.node_id,
             num_samples=num_samples,
+            samples=task.samples_digest,
         )
         return Reply(
             worker=task.worker,
@@ -183,4 +184,5 @@ class Worker:
             signature=signature,
             node_id=self.node_id,
             num_samples=num_samples,
+            samples=task.samples_digest,
         )

@@ -61,7 +61,7 @@ from phalanx.event_kinds import EventKind
 from phalanx.faults import RunFailedError, common_failure
 from phalanx.intake import RoundChecks
 from phalanx.nets import model_digest
-from phalanx.plan import round_assignment
+from phalanx.plan import round_assignment, round_samples, task_samples
 from phalanx.replies import Rejection, Reply, Task
 from phalanx.reports import EventReport, RoundReport, rejection_event
 from phalanx.response_times import WorkerResponse
@@ -73,6 +73,9 @@ SCREENING_CROWD = 15
 """Updates a buffer's outlier scores are taken among, at least: the buffer, then recent
 accepted updates. The r = 1 threshold was calibrated on rounds of 15 workers
 (:data:`~phalanx.detection.outliers.DEFAULT_OUTLIER_THRESHOLD`)."""
+
+PLANS_KEPT = 8
+"""Data rounds whose plan (assignment and files' samples) the coordinator keeps at once."""
 
 _ALWAYS_THERE = {
     "availability": "always",
@@ -143,6 +146,22 @@ class AsyncCoordinator(Coordinator):
         self._version = 0
         self._bytes_down = 0
         self._dispatched = 0
+        self._plans: dict[int, tuple[Assignment, list[tuple[int, ...]]]] = {}
+
+    def _plan(self, number: int) -> tuple[Assignment, list[tuple[int, ...]]]:
+        """Return data round ``number``'s assignment and files' samples, drawn once each.
+
+        Workers move through data rounds at their own pace, so the plans of the few
+        most recent numbers are kept (:data:`PLANS_KEPT`), the oldest forgotten first.
+        """
+        plan = self._plans.get(number)
+        if plan is None:
+            assignment = round_assignment(self.config, number, self._base)
+            samples = round_samples(self.config, self._train_size, number, assignment.num_files)
+            plan = self._plans[number] = (assignment, samples)
+            while len(self._plans) > PLANS_KEPT:
+                del self._plans[min(self._plans)]
+        return plan
 
     def _checkpoint_state(self) -> dict[str, Any]:
         state = super()._checkpoint_state()
@@ -290,9 +309,19 @@ class AsyncCoordinator(Coordinator):
                 continue
             self._tasks_given[worker] += 1
             number = self._tasks_given[worker]
-            files = round_assignment(self.config, number, self._base).files_of(worker)
+            assignment, samples = self._plan(number)
+            files = assignment.files_of(worker)
             if is_available(self.config.systems, self.config.seed, worker, number):
-                tasks.append(Task(self.run_id, number, secrets.token_hex(16), worker, files))
+                tasks.append(
+                    Task(
+                        self.run_id,
+                        number,
+                        secrets.token_hex(16),
+                        worker,
+                        files,
+                        samples=task_samples(samples, files),
+                    )
+                )
             else:
                 back = now + self._busy_s(worker, number, 0, len(files))
                 self._queue.push(Job(worker, self._version, number, now, back, _Outcome(None)))

@@ -30,7 +30,7 @@ from phalanx.channel import Downlink, make_channel
 from phalanx.collect.pieces import Collection
 from phalanx.collect.registry import CollectionPolicy
 from phalanx.config import RunConfig
-from phalanx.data import ImageDataset
+from phalanx.data import ImageDataset, split_size
 from phalanx.detection import Replica, Verdict, compare_round, judge
 from phalanx.detection.disputes import LiarsAcrossRounds
 from phalanx.detection.exposure import exposed_files
@@ -45,7 +45,7 @@ from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
 from phalanx.overflow import overflow_evidence, trace_overflow, update_norms
 from phalanx.partitions import PartitionReport
-from phalanx.plan import base_assignment, round_assignment
+from phalanx.plan import assigned_tasks, base_assignment, round_assignment, round_samples
 from phalanx.policy_memory import PolicyMemory
 from phalanx.replies import (
     Decoder,
@@ -89,6 +89,9 @@ class Coordinator:
     partition : PartitionReport, optional
         ``data.mode = "local"`` in simulation: the run's partition, whose largest
         part caps a client's claimed sample count (:mod:`phalanx.local_rounds`).
+    train_size : int, optional
+        Samples of the training split the tasks' sample indices point into (assigned
+        data); read from the run's dataset when not given.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class Coordinator:
         sink: RoundSink,
         decode: Decoder | None = None,
         partition: PartitionReport | None = None,
+        train_size: int | None = None,
     ) -> None:
         self.config = config
         self.run_id = run_id
@@ -152,6 +156,9 @@ class Coordinator:
             if config.data.mode == "local"
             else None
         )
+        if train_size is None and self._local is None:
+            train_size = split_size(config.data.dataset, "train")
+        self._train_size = train_size or 0
 
     @property
     def params(self) -> Tensor:
@@ -241,12 +248,16 @@ class Coordinator:
         candidates = [
             w for w in range(assignment.num_workers) if assignment.files_of(w) and w not in benched
         ]
-        tasks = {
-            w: Task(self.run_id, t, nonce, w, assignment.files_of(w))
-            for w in sorted(self._memory.dispatch(candidates, assignment))
-        }
+        workers = sorted(self._memory.dispatch(candidates, assignment))
         if self._local is not None:
-            tasks = {w: self._local.task(task) for w, task in tasks.items()}
+            tasks = {
+                w: self._local.task(Task(self.run_id, t, nonce, w, assignment.files_of(w)))
+                for w in workers
+            }
+        else:
+            # The round's plan, drawn once: every task carries its own files' samples.
+            samples = round_samples(self.config, self._train_size, t, assignment.num_files)
+            tasks = assigned_tasks(self.run_id, t, nonce, assignment, samples, workers)
         lap("assign")
 
         checks = RoundChecks(tasks, self.members, self.decode, t)

@@ -96,6 +96,7 @@ __all__ = [
     "read_split",
     "round_batch",
     "split_files",
+    "split_size",
 ]
 
 FASHION_MNIST_MEAN = 0.2860
@@ -370,6 +371,17 @@ def _build(
         num_classes=num_classes,
         name=name,
     )
+
+
+def split_size(name: str, split: Split, root: Path | None = None) -> int:
+    """Return how many samples a split of a dataset holds, without building its tensors.
+
+    Raises
+    ------
+    DatasetNotFoundError
+        If the dataset's files are missing.
+    """
+    return len(read_split(name, split, root).labels)
 
 
 # --------------------------------------------------------------------------- batching

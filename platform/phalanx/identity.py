@@ -364,6 +364,7 @@ class ReplyFields(TypedDict):
     digests: Sequence[str]
     node_id: NotRequired[int | None]
     num_samples: NotRequired[int | None]
+    samples: NotRequired[str | None]
 
 
 def reply_message(
@@ -376,6 +377,7 @@ def reply_message(
     digests: Sequence[str],
     node_id: int | None = None,
     num_samples: int | None = None,
+    samples: str | None = None,
 ) -> bytes:
     """Canonical bytes that a worker signs for one reply.
 
@@ -392,7 +394,10 @@ def reply_message(
     ``num_samples`` (``data.mode = "local"``: the samples the client trained on,
     its weight in FedAvg's mean) is a key of its own, as a decimal string, only
     when given: a reply without one is encoded exactly as before, and no count
-    can be added to, removed from or changed in a signed reply.
+    can be added to, removed from or changed in a signed reply. ``samples`` (assigned
+    data: the digest of the sample indices the task named for its files,
+    :attr:`phalanx.replies.Task.samples_digest`) is likewise a key of its own only
+    when given, so a reply binds the samples it was asked to train on.
 
     Parameters
     ----------
@@ -408,6 +413,8 @@ def reply_message(
         Flower node id, ``0 <= node_id < 2**64``.
     num_samples : int, optional
         The client's sample count, ``0 <= num_samples < 2**64``.
+    samples : str, optional
+        The digest of the task's sample indices.
 
     Raises
     ------
@@ -431,6 +438,8 @@ def reply_message(
     }
     if num_samples is not None:
         body["num_samples"] = str(_integer("num_samples", num_samples, _MAX_COUNT))
+    if samples is not None:
+        body["samples"] = _string("samples", samples)
     encoded = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return REPLY_DOMAIN + encoded.encode("ascii")
 

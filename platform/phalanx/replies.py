@@ -6,8 +6,11 @@ its own kind; the round goes on without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -31,10 +34,13 @@ class Task:
     """One worker's work for one round (the model travels beside it).
 
     ``files`` are the slots of the worker's updates in the round. With assigned
-    data each names the samples to train on (:func:`phalanx.plan.file_samples`);
-    with local data (``model_shape`` given) the worker trains on its own data and
-    its one file only labels its update: the task carries no sample index, and
-    the reply must report (and sign) its sample count.
+    data, ``samples`` holds each file's sample indices, aligned with ``files``
+    (the coordinator's :func:`phalanx.plan.round_samples`, drawn once per round),
+    so a worker learns its part of the round's plan from its task alone, without
+    rebuilding the federation's; its reply signs their digest
+    (:attr:`samples_digest`). With local data (``model_shape`` given) the worker
+    trains on its own data and its one file only labels its update: the task
+    carries no sample index, and the reply must report (and sign) its sample count.
     """
 
     run_id: str
@@ -43,11 +49,55 @@ class Task:
     worker: int
     files: tuple[int, ...]
     model_shape: ModelShape | None = None
+    samples: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def local(self) -> bool:
         """Whether the worker trains on its own data (``data.mode = "local"``)."""
         return self.model_shape is not None
+
+    def samples_by_file(self) -> dict[int, tuple[int, ...]]:
+        """Return file id -> its sample indices (assigned data).
+
+        Raises
+        ------
+        ValueError
+            When the task names no samples, or not one tuple of them per file.
+        """
+        if self.samples is None:
+            raise ValueError("this task names no samples: with assigned data every task does")
+        if len(self.samples) != len(self.files):
+            raise ValueError(
+                f"the task names {len(self.files)} files but samples for {len(self.samples)}"
+            )
+        return dict(zip(self.files, self.samples, strict=True))
+
+    @cached_property
+    def samples_digest(self) -> str | None:
+        """The digest of the task's files and their sample indices; ``None`` without samples.
+
+        Computed once per task (the worker signs it, the coordinator checks it).
+        """
+        return None if self.samples is None else samples_digest(self.files, self.samples)
+
+
+def samples_digest(files: Sequence[int], samples: Sequence[Sequence[int]]) -> str:
+    """SHA-256 (hex) of each file id paired with its sample indices, in the order given.
+
+    What a reply signs to bind the samples its task named: a worker that trained on
+    other indices (a task changed on the way) signs a digest the coordinator's own
+    task does not give, and its signature does not verify.
+
+    Raises
+    ------
+    ValueError
+        When ``files`` and ``samples`` differ in length.
+    """
+    if len(files) != len(samples):
+        raise ValueError(f"{len(files)} files but sample indices for {len(samples)}")
+    body = [[int(f), [int(i) for i in idx]] for f, idx in zip(files, samples, strict=True)]
+    text = json.dumps(body, separators=(",", ":"))
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -67,6 +117,9 @@ class Reply:
     need_sync: bool = False
     num_samples: int | None = None
     """Local data: the samples the worker trained on, signed with the digests."""
+    samples: str | None = None
+    """Assigned data: the digest of the sample indices the worker was asked to train on
+    (:attr:`Task.samples_digest`), signed with the digests."""
 
     @property
     def num_bytes(self) -> int:
@@ -169,6 +222,10 @@ def check_reply(
     if left_out:
         raise ReplyRejectedError("malformed_reply", f"reply leaves out assigned files {left_out}")
     _check_count(reply.num_samples, local=task.local)
+    if reply.samples != task.samples_digest:
+        raise ReplyRejectedError(
+            "malformed_reply", "reply answers other sample indices than its task named"
+        )
     try:
         verified = verify_reply(
             public_key,
@@ -181,6 +238,7 @@ def check_reply(
             digests=reply.digests,
             node_id=reply.node_id,
             num_samples=reply.num_samples,
+            samples=reply.samples,
         )
     except IdentityError as exc:  # fields that cannot even be signed
         raise ReplyRejectedError("malformed_reply", f"reply cannot be verified: {exc}") from exc

@@ -529,6 +529,20 @@ def test_a_signed_sample_count_cannot_be_changed_added_or_removed(
     assert not verify_reply(key.public_key(), sign_reply(key, **EXAMPLE), num_samples=1, **EXAMPLE)
 
 
+@pytest.mark.parametrize("claimed", [None, "e3b0", "5" * 64])
+def test_the_signed_digest_of_the_task_s_samples_cannot_be_changed_added_or_removed(
+    key: PrivateKey, claimed: str | None
+) -> None:
+    asked = "a" * 64
+    signature = sign_reply(key, **{**EXAMPLE, "samples": asked})
+
+    assert b'"samples":"' + asked.encode() + b'"' in reply_message(**{**EXAMPLE, "samples": asked})
+    assert reply_message(**{**EXAMPLE, "samples": None}) == reply_message(**EXAMPLE)
+    assert verify_reply(key.public_key(), signature, **{**EXAMPLE, "samples": asked})
+    assert not verify_reply(key.public_key(), signature, **{**EXAMPLE, "samples": claimed})
+    assert not verify_reply(key.public_key(), sign_reply(key, **EXAMPLE), samples=asked, **EXAMPLE)
+
+
 def test_reply_message_accepts_numpy_integers() -> None:
     fields: ReplyFields = {
         **EXAMPLE,

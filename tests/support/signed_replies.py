@@ -33,6 +33,7 @@ def resigned(reply: Reply, **changes: object) -> Reply:
         digests=digests,
         node_id=reply.node_id,
         num_samples=reply.num_samples,
+        samples=reply.samples,
     )
     return dataclasses.replace(reply, digests=digests, signature=signature)
 

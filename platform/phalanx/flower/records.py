@@ -50,6 +50,9 @@ def task_content(task: Task, downlink: Downlink, run_config_json: str) -> Record
     )
     if task.model_shape is not None:  # local data: the model the client builds
         record["model_shape"] = task.model_shape.as_list()
+    if task.samples is not None:  # assigned data: each file's sample indices, flat
+        record["samples"] = [i for idx in task.samples for i in idx]
+        record["sample_counts"] = [len(idx) for idx in task.samples]
     arrays = {f"history.{k}": v for k, v in downlink.history.items()}
     if downlink.weights is not None:
         arrays["weights"] = downlink.weights
@@ -67,13 +70,15 @@ def read_task(content: RecordDict) -> tuple[Task, Downlink, str]:
     """
     try:
         record = content.config_records[TASK]
+        files = tuple(_list(record, "files", int))
         task = Task(
             run_id=_scalar(record, "run_id", str),
             round=_scalar(record, "round", int),
             nonce=_scalar(record, "nonce", str),
             worker=_scalar(record, "worker", int),
-            files=tuple(_list(record, "files", int)),
+            files=files,
             model_shape=_model_shape(record),
+            samples=_samples(record, len(files)),
         )
         arrays = {k: v.numpy() for k, v in content.array_records[MODEL].items()}
         kind = _scalar(record, "downlink", str)
@@ -112,6 +117,8 @@ def reply_content(reply: Reply) -> RecordDict:
         fields["node_id"] = str(reply.node_id)
     if reply.num_samples is not None:
         fields["num_samples"] = reply.num_samples
+    if reply.samples is not None:
+        fields["samples"] = reply.samples
     return RecordDict({REPLY: ConfigRecord(fields)})  # type: ignore[arg-type]
 
 
@@ -185,6 +192,7 @@ def read_reply(content: RecordDict, *, worker: int) -> Reply:
         node_id=_node_id(record.get("node_id")),
         need_sync=need_sync,
         num_samples=_count(record.get("num_samples")),
+        samples=None if record.get("samples") is None else _text(record, "samples"),
     )
 
 
@@ -205,6 +213,28 @@ def _model_shape(record: ConfigRecord) -> ModelShape | None:
     if len(values) != 3:
         raise MalformedRecordError("field 'model_shape' does not hold three ints")
     return ModelShape(*values)
+
+
+def _samples(record: ConfigRecord, num_files: int) -> tuple[tuple[int, ...], ...] | None:
+    """Parse each file's sample indices (flat, with a count per file), or ``None``."""
+    if record.get("samples") is None and record.get("sample_counts") is None:
+        return None
+    flat = _list(record, "samples", int)
+    counts = _list(record, "sample_counts", int)
+    if len(counts) != num_files:
+        raise MalformedRecordError(
+            f"sample counts for {len(counts)} files, the task has {num_files}"
+        )
+    if any(not 1 <= n <= len(flat) for n in counts) or sum(counts) != len(flat):
+        raise MalformedRecordError(f"sample counts {counts[:8]} do not cut {len(flat)} indices")
+    if any(not 0 <= i <= MAX_ID for i in flat):
+        raise MalformedRecordError("a sample index is out of range")
+    out = []
+    start = 0
+    for n in counts:
+        out.append(tuple(flat[start : start + n]))
+        start += n
+    return tuple(out)
 
 
 def _node_id(value: object) -> int | None:

@@ -59,10 +59,14 @@ class GridFederation:
         Flower's grid of the running ServerApp.
     poll_interval : float
         Seconds between looks at the connected nodes while waiting for them.
+    window : int, optional
+        The most task messages of a round out at once (:class:`GridTransport`'s
+        ``window``); ``None``, a deployment's: every task at once.
     """
 
     grid: Grid
     poll_interval: float = 0.2
+    window: int | None = None
 
     def connect(self, config: RunConfig, roster: RosterSource, drive: Drive) -> None:
         """Wait for the roster's nodes, then drive the coordinator over a Grid transport.
@@ -84,19 +88,25 @@ class GridFederation:
             seated.node_of_worker,
             config.model_dump_json(),
             timeout=config.deployment.round_timeout_s,
+            window=self.window,
         )
         if seated.binds_nodes:
             transport = NodeBindingTransport(transport, seated.members, seated.node_of_worker)
         drive(seated, transport)
 
 
-def build_server_app(config: RunConfig, roster: RosterSource, drive: Drive) -> ServerApp:
-    """Build a ServerApp that seats ``roster`` on its Grid's nodes and calls ``drive``."""
+def build_server_app(
+    config: RunConfig, roster: RosterSource, drive: Drive, *, window: int | None = None
+) -> ServerApp:
+    """Build a ServerApp that seats ``roster`` on its Grid's nodes and calls ``drive``.
+
+    ``window``: the most task messages of a round out at once (the simulation engine's).
+    """
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
-        GridFederation(grid).connect(config, roster, drive)
+        GridFederation(grid, window=window).connect(config, roster, drive)
 
     return server_app
 

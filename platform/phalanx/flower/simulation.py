@@ -46,6 +46,12 @@ __all__ = [
 CLIENT_APP = "phalanx_clients.app:app"
 """The ClientApp of simulated workers (simulated identities, the config's red team)."""
 
+MESSAGES_PER_ACTOR = 8
+"""Task messages out at once per Ray actor of a local simulation (the window's size)."""
+
+MIN_WINDOW = 16
+"""The smallest window of task messages out at once in a local simulation."""
+
 
 def load_client_app(reference: str = CLIENT_APP) -> ClientApp:
     """Load a ClientApp by its ``module:attribute`` component reference."""
@@ -157,11 +163,19 @@ class SimulationEngine:
         The workers' ClientApp, as a component reference.
     cpus_per_worker : float
         Ray CPU resources per ClientApp instance.
+    window : int, optional
+        The most task messages of a round out at once (see
+        :class:`~phalanx.flower.transport.GridTransport`): Flower's in-memory link
+        state walks every stored message for every node every 0.1 s, while Ray's
+        actors work on a few at a time. By default :data:`MESSAGES_PER_ACTOR` per
+        actor the local Ray runs, at least :data:`MIN_WINDOW`; on a Ray cluster, whose
+        size is not known here, every task at once unless given.
     """
 
     ray_address: str | None = None
     client_app: str = CLIENT_APP
     cpus_per_worker: float = 1.0
+    window: int | None = None
 
     def connect(self, config: RunConfig, roster: RosterSource, drive: Drive) -> None:
         """Start the virtual SuperNodes and a ServerApp that calls ``drive``; wait for both."""
@@ -186,9 +200,13 @@ class SimulationEngine:
             "client_resources": {"num_cpus": self.cpus_per_worker, "num_gpus": 0.0},
             "init_args": init_args,
         }
+        window = self.window
+        if window is None and "num_cpus" in init_args:
+            actors = int(init_args["num_cpus"] // max(self.cpus_per_worker, 1e-9))
+            window = max(MIN_WINDOW, MESSAGES_PER_ACTOR * max(actors, 1))
         with quiet_flower():
             run_simulation(
-                server_app=build_server_app(config, roster, drive),
+                server_app=build_server_app(config, roster, drive, window=window),
                 client_app=load_client_app(self.client_app),
                 num_supernodes=config.assignment.num_workers,
                 backend_config=backend_config,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 
 from flwr.app import Message
@@ -31,6 +32,22 @@ LATE_WINDOW = 8
 class GridTransport:
     """Pushes one message per task and pulls replies until all arrived or time runs out.
 
+    Two costs of Flower's ``InMemoryLinkState`` (the simulation engine's, and a
+    SuperLink's by default) shape how it uses the Grid:
+
+    - A pull costs time in proportion to the message ids it names, so replies are
+      pulled in batches with backoff: the wait between pulls starts at
+      ``poll_interval``, doubles while nothing arrives up to ``max_poll_interval``,
+      and starts over when something does.
+    - The simulation engine asks the link state for every node's next message every
+      0.1 s, and each ask walks every stored message: a message stays stored from its
+      push until its reply is pulled, so with all of a round's K messages stored a
+      sweep costs K x K steps (about 8 us each; 9.5 s at K = 1,000). With ``window``
+      set, at most that many of a round's messages are out at once, the next pushed
+      as replies are pulled, so a sweep costs K x window. The simulation engine sets
+      it (its Ray actors work on a few messages at a time anyway); a deployment, whose
+      SuperNodes all work at once, sends every task at once (``None``).
+
     Parameters
     ----------
     grid : Grid
@@ -41,6 +58,10 @@ class GridTransport:
         The run configuration, sent with every task.
     timeout : float
         Seconds to wait for the replies of one round; late replies are dropped.
+    poll_interval, max_poll_interval : float
+        The shortest and the longest wait between two pulls.
+    window : int, optional
+        The most messages of a round out at once; ``None``: all of them.
     """
 
     def __init__(
@@ -50,18 +71,31 @@ class GridTransport:
         run_config_json: str,
         *,
         timeout: float = 600.0,
-        poll_interval: float = 0.02,
+        poll_interval: float = 0.005,
+        max_poll_interval: float = 0.1,
+        window: int | None = None,
     ) -> None:
+        if window is not None and window < 1:
+            raise ValueError(f"window must be at least 1 message, got {window}")
+        if not 0 <= poll_interval <= max_poll_interval:
+            raise ValueError(
+                "poll intervals must satisfy 0 <= poll_interval <= max_poll_interval, got "
+                f"{poll_interval} and {max_poll_interval}"
+            )
         self.grid = grid
         self.node_of_worker = dict(node_of_worker)
         self.run_config_json = run_config_json
         self.timeout = timeout
         self.poll_interval = poll_interval
+        self.max_poll_interval = max_poll_interval
+        self.window = window
         # Messages of the last LATE_WINDOW exchanges still unanswered when theirs
         # returned, by id: (worker, when pushed, exchange, round). A reply to one that
         # comes during a later exchange is late, and said so.
         self._outstanding: dict[str, tuple[int, float, int, int]] = {}
         self._exchanges = 0
+        # Pulls made so far: what the backoff saves is counted, never timed.
+        self.pulls = 0
 
     def exchange(
         self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None
@@ -72,44 +106,53 @@ class GridTransport:
         one, each reply is handed to it as it is pulled, and the wait ends as soon as
         the listener says the round is closed. Replies still out are not waited for;
         one that comes during one of the next :data:`LATE_WINDOW` exchanges is counted
-        there as late.
+        there as late. A task not yet sent when its round closes (with a ``window``)
+        is not sent at all.
         """
-        messages = []
-        bytes_down = 0
-        for task in tasks:
-            content = task_content(task, downlink, self.run_config_json)
-            bytes_down += downlink.num_bytes + len(self.run_config_json)
-            messages.append(
-                Message(
-                    content=content,
-                    dst_node_id=self.node_of_worker[task.worker],
-                    message_type=MESSAGE_TYPE,
-                    group_id=str(task.round),
-                )
-            )
         self._exchanges += 1
         oldest = self._exchanges - LATE_WINDOW
         earlier = {mid: seen for mid, seen in self._outstanding.items() if seen[2] >= oldest}
-        sent = list(self.grid.push_messages(messages))
+        unsent = deque(tasks)
+        bytes_down = 0
+        pushed: dict[str, float] = {}
+        task_of_message: dict[str, Task] = {}
+        pending: set[str] = set()
+
+        def push(count: int) -> None:
+            nonlocal bytes_down
+            batch = [unsent.popleft() for _ in range(min(count, len(unsent)))]
+            if not batch:
+                return
+            messages = [self._message(task, downlink) for task in batch]
+            bytes_down += len(batch) * (downlink.num_bytes + len(self.run_config_json))
+            now = time.monotonic()
+            for mid, task in zip(self.grid.push_messages(messages), batch, strict=True):
+                if mid:
+                    task_of_message[mid] = task
+                    pushed[mid] = now
+                    pending.add(mid)
+
+        push(len(unsent) if self.window is None else self.window)
         started = time.monotonic()
-        task_of_message = {mid: task for mid, task in zip(sent, tasks, strict=True) if mid}
-        worker_of_message = {mid: task.worker for mid, task in task_of_message.items()}
         replies: list[Reply] = []
         malformed: list[Rejection] = []
         late: list[LateReply] = []
-        pending = set(worker_of_message)
         deadline = started + self.timeout
-        while pending and time.monotonic() < deadline:
+        wait = self.poll_interval
+        while (pending or unsent) and time.monotonic() < deadline:
+            self.pulls += 1
+            arrived = False
             for message in self.grid.pull_messages([*pending, *earlier]):
                 mid = message.metadata.reply_to_message_id
                 if mid in earlier:
-                    worker, pushed, _, round_ = earlier.pop(mid)
-                    late.append(LateReply(worker, time.monotonic() - pushed, round_))
+                    worker, sent_at, _, round_ = earlier.pop(mid)
+                    late.append(LateReply(worker, time.monotonic() - sent_at, round_))
                     continue
                 if mid not in pending:
                     continue
+                arrived = True
                 pending.discard(mid)
-                worker = worker_of_message[mid]
+                worker = task_of_message[mid].worker
                 outcome = _outcome(message, worker)
                 if isinstance(outcome, Reply):
                     replies.append(outcome)
@@ -121,19 +164,36 @@ class GridTransport:
                         listener.failed(worker, time.monotonic() - started)
             if listener is not None and listener.closed(time.monotonic() - started):
                 break
+            if self.window is not None:
+                push(self.window - len(pending))
             if pending:
-                time.sleep(self.poll_interval)
+                wait = self.poll_interval if arrived else min(2 * wait, self.max_poll_interval)
+                time.sleep(wait)
         else:
-            if listener is not None and pending:  # timed out: say how long the round waited
+            if listener is not None and (pending or unsent):  # timed out: say how long it waited
                 listener.closed(time.monotonic() - started)
         self._outstanding = {
             **earlier,
             **{
-                mid: (worker_of_message[mid], started, self._exchanges, task_of_message[mid].round)
+                mid: (
+                    task_of_message[mid].worker,
+                    pushed[mid],
+                    self._exchanges,
+                    task_of_message[mid].round,
+                )
                 for mid in pending
             },
         }
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed, late=late)
+
+    def _message(self, task: Task, downlink: Downlink) -> Message:
+        """Build the message that carries ``task`` and the downlink to its worker's node."""
+        return Message(
+            content=task_content(task, downlink, self.run_config_json),
+            dst_node_id=self.node_of_worker[task.worker],
+            message_type=MESSAGE_TYPE,
+            group_id=str(task.round),
+        )
 
 
 def _outcome(message: Message, worker: int) -> Reply | Rejection:

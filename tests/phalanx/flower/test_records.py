@@ -39,6 +39,7 @@ REPLY_FIELDS = (
     "need_sync",
     "node_id",
     "num_samples",
+    "samples",
 )
 
 # Every value a Flower ConfigRecord can carry: scalars and homogeneous lists of them.
@@ -98,6 +99,47 @@ def test_a_task_survives_the_round_trip_with_its_model_shape_or_without(
     read, _, config = read_task(task_content(task, downlink(), "{}"))
 
     assert (read, config) == (task, "{}")
+
+
+def test_a_task_carries_each_file_s_samples_and_a_reply_the_digest_it_signed() -> None:
+    task = Task("r", 2, "n", 5, (5, 9, 1), samples=((7, 3), (0,), (2**31 - 1, 4, 4)))
+    reply = dataclasses.replace(honest_reply(), samples=task.samples_digest)
+
+    read, _, _ = read_task(task_content(task, downlink(), "{}"))
+
+    assert read == task
+    assert read.samples_by_file() == {5: (7, 3), 9: (0,), 1: (2**31 - 1, 4, 4)}
+    assert read_reply(reply_content(reply), worker=3) == reply
+
+
+@pytest.mark.parametrize(
+    ("samples", "counts"),
+    [
+        ([1, 2, 3], [1, 1]),  # counts for two files, the task has one
+        ([1, 2, 3], [4]),  # more than there are
+        ([1, 2, 3], [2]),  # fewer than there are
+        ([1, 2], [0]),  # a file without samples
+        ([-1], [1]),  # an index out of range
+        ([2**31], [1]),
+        ([1, 2], None),  # indices without counts
+        (None, [2]),
+        (["1"], [1]),
+        ([True], [1]),
+    ],
+)
+def test_a_task_whose_samples_do_not_cut_into_its_files_is_refused(
+    samples: object, counts: object
+) -> None:
+    content = task_content(Task("r", 2, "n", 5, (5,), samples=((1,),)), downlink(), "{}")
+    record = content.config_records[TASK]
+    for key, value in (("samples", samples), ("sample_counts", counts)):
+        if value is None:
+            del record[key]
+        else:
+            record[key] = value  # type: ignore[assignment]
+
+    with pytest.raises(MalformedRecordError):
+        read_task(content)
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,9 @@ def test_a_round_whose_policy_never_holds_ends_at_the_transports_timeout(
     nodes = {w: NODE_BASE + w for w in range(config.assignment.num_workers)}
     grid = WithholdingGrid(build_client_app(), list(nodes.values()), silent=nodes[3])
     json = config.model_dump_json()
-    transport = GridTransport(grid, nodes, json, timeout=60.0, poll_interval=1.0)  # type: ignore[arg-type]
+    transport = GridTransport(  # type: ignore[arg-type]
+        grid, nodes, json, timeout=60.0, poll_interval=1.0, max_poll_interval=1.0
+    )
     reports: list[RoundReport] = []
 
     class ListSink:

@@ -59,6 +59,8 @@ def node_binding_problem(reply: Reply, member: Member, node_id: int) -> str | No
             file_ids=reply.files,
             digests=reply.digests,
             node_id=reply.node_id,
+            num_samples=reply.num_samples,
+            samples=reply.samples,
         )
     except IdentityError:
         return None  # malformed fields: the coordinator's checks name them

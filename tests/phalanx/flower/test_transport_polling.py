@@ -1,0 +1,137 @@
+"""GridTransport pulls in batches with backoff and keeps at most its window of messages out.
+
+The Grid is the test double that runs the real ClientApp; the transport's clock is a
+fake one that moves only when the transport sleeps between pulls, so the waits below
+are exact and no wall-clock time is asserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from types import SimpleNamespace
+
+import pytest
+from flwr.app import Message
+
+import phalanx.flower.transport as grid_transport
+from phalanx.channel import PlainChannel
+from phalanx.data import load_dataset
+from phalanx.flower.transport import GridTransport
+from phalanx.nets import flatten_params, init_model
+from phalanx.replies import Task
+from phalanx_clients.app import build_client_app
+from tests.support.clock import FakeClock
+from tests.support.configs import small_config
+from tests.support.fake_grid import NODE_BASE, FakeGrid, server_task_identity
+from tests.support.planned_tasks import planned_task
+
+CONFIG = small_config(attack={"name": None, "q": 0})
+NODES = {w: NODE_BASE + w for w in range(CONFIG.assignment.num_workers)}
+
+
+@pytest.fixture(autouse=True)
+def _server_task_identity() -> Iterator[None]:
+    with server_task_identity():
+        yield
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(grid_transport, "time", SimpleNamespace(monotonic=fake, sleep=fake.sleep))
+    return fake
+
+
+class SlowGrid(FakeGrid):
+    """A grid whose nodes' replies come out only from a given pull on (never: ``None``).
+
+    It also records how many of the round's messages were out (pushed, reply not yet
+    pulled) after every push.
+    """
+
+    def __init__(self, ready_at: dict[int, int | None]) -> None:
+        super().__init__(build_client_app(), NODES.values())
+        self.ready_at = {NODES[w]: pull for w, pull in ready_at.items()}
+        self.pulls = 0
+        self.out: list[int] = []
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = super().push_messages(messages)
+        self.out.append(len(self.replies))
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        self.pulls += 1
+        held = set()
+        for mid, reply in self.replies.items():
+            ready = self.ready_at.get(reply.metadata.src_node_id, 0)
+            if ready is None or self.pulls < ready:
+                held.add(mid)
+        return super().pull_messages([i for i in message_ids if i not in held])
+
+
+def tasks() -> list[Task]:
+    train = load_dataset("digits", "train")
+    return [planned_task(CONFIG, len(train.y), 1, w) for w in range(len(NODES))]
+
+
+def downlink() -> object:
+    model = init_model("mlp", in_channels=1, image_size=8, num_classes=10, seed=CONFIG.seed)
+    return PlainChannel(flatten_params(model)).downlink()
+
+
+def test_the_wait_between_pulls_doubles_to_its_cap_and_starts_over_when_a_reply_comes(
+    clock: FakeClock,
+) -> None:
+    grid = SlowGrid({2: 4, 3: None})
+    transport = GridTransport(
+        grid,  # type: ignore[arg-type]
+        NODES,
+        CONFIG.model_dump_json(),
+        timeout=1.0,
+        poll_interval=0.01,
+        max_poll_interval=0.08,
+    )
+
+    exchange = transport.exchange(tasks(), downlink())  # type: ignore[arg-type]
+
+    assert sorted(r.worker for r in exchange.replies) == [0, 1, 2, 4, 5, 6]
+    # Replies at the first pull and at the fourth; worker 3's never comes.
+    waits = [round(p, 6) for p in clock.pauses]
+    assert waits[:7] == [0.01, 0.02, 0.04, 0.01, 0.02, 0.04, 0.08]
+    assert set(waits[7:]) == {0.08}
+    assert transport.pulls == len(waits) < 1.0 / 0.01 / 5  # a fixed 10 ms poll: 100 pulls
+
+
+@pytest.mark.parametrize("window", [1, 3, 7, 50])
+def test_at_most_a_window_of_messages_is_out_and_every_task_is_answered(
+    clock: FakeClock, window: int
+) -> None:
+    everyone = tasks()
+    grid = SlowGrid({0: 3, 5: 6})
+    transport = GridTransport(
+        grid,  # type: ignore[arg-type]
+        NODES,
+        CONFIG.model_dump_json(),
+        timeout=10.0,
+        window=window,
+    )
+    unwindowed = GridTransport(FakeGrid(build_client_app(), NODES.values()), NODES, "{}")  # type: ignore[arg-type]
+    unwindowed.run_config_json = CONFIG.model_dump_json()
+
+    exchange = transport.exchange(everyone, downlink())  # type: ignore[arg-type]
+    reference = unwindowed.exchange(everyone, downlink())  # type: ignore[arg-type]
+
+    assert max(grid.out) <= window
+    assert sorted(r.worker for r in exchange.replies) == list(range(len(NODES)))
+    payloads = {r.worker: r.payloads for r in exchange.replies}
+    assert payloads == {r.worker: r.payloads for r in reference.replies}
+    assert exchange.bytes_down == reference.bytes_down
+
+
+def test_a_window_below_one_or_a_cap_below_the_first_wait_is_refused() -> None:
+    grid = FakeGrid(build_client_app(), NODES.values())
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        GridTransport(grid, NODES, "{}", window=0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="poll_interval <= max_poll_interval"):
+        GridTransport(grid, NODES, "{}", poll_interval=0.5, max_poll_interval=0.1)  # type: ignore[arg-type]
