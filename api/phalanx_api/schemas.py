@@ -547,6 +547,50 @@ class CasesReviewOut(BaseModel):
     items: list[CaseReviewOut]
 
 
+#: A kind as a request names it: the event vocabulary's spelling.
+KindName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_]+$")]
+
+
+class CaseUnmuteIn(_In):
+    """Lift mutes of a case: later events of these kinds arrive open again."""
+
+    kinds: list[KindName] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The kinds to unmute, each muted for the case; every muted kind if omitted.",
+    )
+    note: Note = Field(default="", description="Why; kept in the audit log.")
+
+    @field_validator("kinds")
+    @classmethod
+    def _each_once(cls, value: list[str] | None) -> list[str] | None:
+        repeated = sorted(v for v, n in Counter(value or []).items() if n > 1)
+        if repeated:
+            raise ValueError(f"each kind may be named once; repeated: {repeated}")
+        return value
+
+
+class LiftedMuteOut(BaseModel):
+    """A mute lifted: the kind, and who had muted it, when and why."""
+
+    kind: str
+    muted_by: str | None
+    muted_at: datetime | None
+    mute_note: str | None
+
+
+class CaseUnmuteOut(BaseModel):
+    """The case after the unmute, and the mutes lifted.
+
+    Events the mutes dismissed stay dismissed (and marked muted): only later events
+    of these kinds arrive open.
+    """
+
+    case: CaseOut
+    unmuted: list[LiftedMuteOut]
+
+
 # ------------------------------------------------------------------ audit
 
 

@@ -290,6 +290,7 @@ def case_queue_page(
     order: Literal["desc", "asc"] = "desc",
     offset: Offset = 0,
     reviewed: CaseIds = [],  # noqa: B006 (FastAPI copies defaults)
+    unmuted: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Response:
     """Show the review queue: one case per client and run, with bulk confirm and dismiss."""
     where = CaseFilter(
@@ -304,7 +305,7 @@ def case_queue_page(
         sort=sort,
         descending=order == "desc",
         offset=offset,
-        reviewed_ids=reviewed,
+        reviewed_ids=[*reviewed, *([unmuted] if unmuted else [])],
     )
     filters = {
         "run_id": str(run_id) if run_id else None,
@@ -328,7 +329,8 @@ def case_queue_page(
         kinds=sorted(k.value for k in EventKind),
         ban_on_confirm=settings.ban_on_confirm,
         distance_note=DISTANCE_NOTE,
-        back=_back(f"{request.url.path}?{request.url.query}", reviewed=None),
+        back=_back(f"{request.url.path}?{request.url.query}", reviewed=None, unmuted=None),
+        unmuted=unmuted,
         filters=filters,
         query={**filters, "status": status, "sort": sort.value, "order": order},
     )
@@ -362,6 +364,23 @@ def review_cases_form(
     joiner = "&" if "?" in target else "?"
     shown = urlencode([("reviewed", case_id) for case_id in case_ids])
     return RedirectResponse(f"{target}{joiner}{shown}", status_code=303)
+
+
+@router.post("/cases/{case_id}/unmute")
+def unmute_case_form(
+    case_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    db: SessionDep,
+    user: FormOperatorDep,
+    kind: Annotated[str | None, Form(max_length=64, pattern=r"^[a-z0-9_]+$")] = None,
+    note: Annotated[Note, Form()] = "",
+    back: Annotated[str | None, Form(max_length=2000)] = None,
+) -> RedirectResponse:
+    """Lift a mute of a case (one kind, or all); show the queue with the case on top."""
+    with writing(db):
+        actions.unmute_case(db, case_id, None if kind is None else [kind], note=note, actor=user)
+    return RedirectResponse(
+        _back(back or "/cases", reviewed=None, unmuted=case_id), status_code=303
+    )
 
 
 # ------------------------------------------------------------------ install
