@@ -137,7 +137,7 @@ def muted_refusals(
 def test_dismissing_with_mute_marks_later_events_as_muted_and_by_whom(
     fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
 ) -> None:
-    seeded, token, case_id = muted_refusals(fresh_client, fresh_keys, fresh_sessions)
+    seeded, _, case_id = muted_refusals(fresh_client, fresh_keys, fresh_sessions)
     with fresh_sessions.begin() as session:
         now = datetime(2025, 3, 1, tzinfo=UTC)
         refusal = EventData(
