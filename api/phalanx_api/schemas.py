@@ -186,6 +186,12 @@ class ClientOut(_Out):
     created_at: datetime
     approved_at: datetime | None
     last_seen_at: datetime | None
+    run_id: str | None = Field(
+        description=(
+            "The run a simulated worker belongs to (its identity derived from that run); "
+            "null for a client of the registry."
+        )
+    )
 
     @field_validator("flower_node_id", mode="before")
     @classmethod

@@ -192,14 +192,21 @@ def register_and_prove(client: TestClient, name: str | None = None) -> str:
     return client_id
 
 
-def seed_client(session: Session, name: str, status: ClientStatus = ClientStatus.APPROVED) -> str:
-    """A client created directly in the store (like a simulated worker); return its id."""
+def seed_client(
+    session: Session,
+    name: str,
+    status: ClientStatus = ClientStatus.APPROVED,
+    *,
+    run_id: str | None = None,
+) -> str:
+    """A client created directly in the store (with ``run_id``: a simulated worker); its id."""
     key = identity.generate_private_key("P-256").public_key()
     row = Client(
         name=name,
         public_key=identity.public_key_to_pem(key),
         fingerprint=identity.public_key_fingerprint(key),
         status=status,
+        run_id=run_id,
     )
     session.add(row)
     session.flush()

@@ -33,7 +33,7 @@ def runs_by_status(session: Session) -> dict[RunStatus, int]:
 
 
 def clients_by_status(session: Session) -> dict[ClientStatus, int]:
-    """Count clients per status.
+    """Count the registry's clients per status (simulated workers belong to their runs).
 
     Parameters
     ----------
@@ -46,7 +46,9 @@ def clients_by_status(session: Session) -> dict[ClientStatus, int]:
         Every status, with 0 for a status no client is in.
     """
     counts = dict.fromkeys(ClientStatus, 0)
-    query = select(Client.status, func.count()).group_by(Client.status)
+    query = (
+        select(Client.status, func.count()).where(Client.run_id.is_(None)).group_by(Client.status)
+    )
     for status, count in session.execute(query):
         counts[status] = count
     return counts

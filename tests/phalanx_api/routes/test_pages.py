@@ -44,6 +44,8 @@ from tests.support.factories import (
     post_login,
     register,
     register_and_prove,
+    seed_client,
+    seed_run,
     settings_for,
 )
 from tests.support.flagged_runs import Seeded, seed_detected_run
@@ -299,6 +301,25 @@ def test_an_operator_cancels_a_running_run_from_its_page(
 
 
 # ------------------------------------------------------------------- clients
+
+
+def test_simulated_workers_are_counted_on_their_run_page_not_listed_as_clients(
+    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = seed_run(sessions, name="quick")
+    with sessions.begin() as session:
+        seed_client(session, "lab-machine")
+        for worker in range(3):
+            seed_client(session, f"quick/worker-{worker}", run_id=run_id)
+    log_in(client, keys_.viewer)
+
+    run_page = client.get(f"/runs/{run_id}", headers=HTML).text
+    clients_page = client.get("/clients", headers=HTML).text
+
+    assert 'data-simulated-workers="3"' in run_page
+    assert "3 simulated workers, this run's own" in run_page
+    assert "lab-machine" in clients_page and "quick/worker-" not in clients_page
+    assert "data-simulated-note" in clients_page
 
 
 def test_clients_show_their_events_and_operators_change_their_status(
