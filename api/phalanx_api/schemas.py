@@ -643,6 +643,12 @@ class KeyOut(_Out):
     revoked_at: datetime | None
 
 
+class KeyList(BaseModel):
+    """Every operator key, oldest first: an object like the other listings, not paged (few)."""
+
+    items: list[KeyOut]
+
+
 class CreatedKeyOut(KeyOut):
     """A new key with its secret, shown this once."""
 
