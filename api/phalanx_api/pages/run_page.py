@@ -166,6 +166,7 @@ def run_page(session: Session, run_id: str) -> RunPage:
         ],
         fmt=human_bytes,
         floor=0.0,
+        clip_outliers=True,
     )
     marks = [(f.round, f.worker, f.kind) for f in queries.flagged_workers(session, run.id)]
     rejections = frozenset(k for _, _, k in marks if k not in FLAG_KINDS)
