@@ -41,6 +41,8 @@ router = APIRouter(include_in_schema=False)
 
 #: Seconds between two polls of a live run page.
 POLL_SECONDS = 3
+#: Seconds between two redraws of the overview (a heavier page, read less often).
+OVERVIEW_POLL_SECONDS = 5
 
 
 def page_user(request: Request, db: SessionDep, context: ContextDep) -> Principal:
@@ -97,9 +99,29 @@ def _back(target: str | None, **params: object) -> str:
 def overview_page(
     request: Request, db: SessionDep, context: ContextDep, user: PageUserDep, offset: Offset = 0
 ) -> Response:
-    """Show runs, clients by status and the size of the review queue."""
+    """Show runs, clients by status and the size of the review queue; it updates itself."""
     page = overview.overview(db, offset=offset)
-    return _render(request, context, db, user, "overview.html", "overview", page=page)
+    return _render(
+        request,
+        context,
+        db,
+        user,
+        "overview.html",
+        "overview",
+        page=page,
+        poll_seconds=OVERVIEW_POLL_SECONDS,
+    )
+
+
+@router.get("/overview/panels", response_class=HTMLResponse)
+def overview_panels(
+    request: Request, db: SessionDep, context: ContextDep, _: PageUserDep, offset: Offset = 0
+) -> Response:
+    """Render the overview's tiles and runs, for the page to swap in as runs progress."""
+    page = overview.overview(db, offset=offset)
+    response = context.templates.TemplateResponse(request, "_overview_panels.html", {"page": page})
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 # ---------------------------------------------------------------------- runs

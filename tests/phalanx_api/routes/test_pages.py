@@ -93,7 +93,7 @@ def log_in(client: TestClient, secret: str) -> str:
 # ------------------------------------------------------------------ access
 
 
-@pytest.mark.parametrize("path", ["/", "/clients", "/events", "/runs/{run}"])
+@pytest.mark.parametrize("path", ["/", "/clients", "/events", "/runs/{run}", "/overview/panels"])
 def test_without_a_session_a_browser_goes_to_login_and_a_script_gets_401(
     path: str, client: TestClient, seeded: Seeded
 ) -> None:
