@@ -186,11 +186,14 @@ def clients_list_page(
     context: ContextDep,
     user: PageUserDep,
     status: ClientStatus | None = None,
+    run_id: UUID | None = None,
     offset: Offset = 0,
     changed: UUID | None = None,
 ) -> Response:
-    """Show clients with their status, last contact and events; buttons for operators."""
-    page = clients_page.clients_page(db, status=status, offset=offset)
+    """Show the registry's clients (or a simulated run's workers); buttons for operators."""
+    page = clients_page.clients_page(
+        db, status=status, run_id=None if run_id is None else str(run_id), offset=offset
+    )
     changed_row = next((r for r in page.rows if changed and r.client.id == str(changed)), None)
     return _render(
         request,

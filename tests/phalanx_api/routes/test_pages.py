@@ -315,11 +315,16 @@ def test_simulated_workers_are_counted_on_their_run_page_not_listed_as_clients(
 
     run_page = client.get(f"/runs/{run_id}", headers=HTML).text
     clients_page = client.get("/clients", headers=HTML).text
+    workers_page = client.get(f"/clients?run_id={run_id}", headers=HTML).text
 
     assert 'data-simulated-workers="3"' in run_page
-    assert "3 simulated workers, this run's own" in run_page
+    assert f'<a href="/clients?run_id={run_id}">3 simulated workers</a>' in run_page
     assert "lab-machine" in clients_page and "quick/worker-" not in clients_page
     assert "data-simulated-note" in clients_page
+    assert f'data-run-workers="{run_id}"' in workers_page
+    assert workers_page.count('<tr data-client="') == 3 and "lab-machine" not in workers_page
+    assert "Workers of run quick" in workers_page
+    assert client.get("/clients?run_id=x", headers=HTML).status_code == 422
 
 
 def test_clients_show_their_events_and_operators_change_their_status(

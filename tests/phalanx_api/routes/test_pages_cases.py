@@ -68,6 +68,8 @@ def test_the_queue_shows_one_card_per_client_with_its_rounds_and_evidence(
     assert "rounds 1 to 3" in liar and "3 events" in liar
     assert "Worker 2 disagreed with workers 0, 1, 3 and 4" in liar  # round 3: 6 was refused
     assert "Latest, also the strongest: round 3" in liar
+    assert "does not list them" not in liar  # the agreeing group, read from the round
+    assert re.search(r"Agreeing group</dt><dd>workers [0-9, and]+</dd>", liar)
     assert "<code>outside_max_clique</code> ×3" in liar
     forger = card(page, case_of(fresh_sessions, seeded.clients[6]).id)
     assert "signature does not verify" in forger
