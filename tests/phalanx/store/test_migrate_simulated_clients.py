@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine, inspect, text
@@ -12,21 +11,10 @@ from phalanx.store import clients, make_engine, runs, session_factory
 from phalanx.store.counts import clients_by_status
 from phalanx.store.migrate import current_revision, downgrade, upgrade
 from tests.support.schema import schema_diff
+from tests.support.store_rows import add_client_before_run_ids
 
 REVISION = "0009_simulated_clients_of_runs"
 BEFORE = "0008_run_partition"
-
-
-def add_client_before(engine: Engine, client_id: str, name: str) -> None:
-    """A ``clients`` row as revision 0008 made it (no ``run_id``)."""
-    with engine.begin() as connection:
-        connection.execute(
-            text(
-                "INSERT INTO clients (id, name, public_key, fingerprint, status, proven_at, "
-                "created_at) VALUES (:id, :name, 'pem', :fp, 'approved', :at, :at)"
-            ),
-            {"id": client_id, "name": name, "fp": f"fp-{client_id}", "at": datetime.now(UTC)},
-        )
 
 
 def run_with_a_worker(engine: Engine) -> str:
@@ -53,19 +41,19 @@ def test_0009_moves_the_stored_simulated_workers_to_their_runs(database_url: str
             first = runs.create_run(session, name="quick", config=config, seed=1).id
             second = runs.create_run(session, name="quick", config=config, seed=1).id
             odd = runs.create_run(session, name="odd", config={"assignment": "x"}, seed=1).id
-        for run_id in (first, second):
-            for worker in range(3):
-                ident = simulated_identity(run_id, worker)
-                add_client_before(engine, ident.client_id, f"quick/worker-{worker}")
-        add_client_before(engine, str(uuid.uuid4()), "a-real-machine")
-        add_client_before(engine, simulated_identity(odd, 0).client_id, "odd/worker-0")
+            for run_id in (first, second):
+                for worker in range(3):
+                    ident = simulated_identity(run_id, worker)
+                    add_client_before_run_ids(session, f"quick/worker-{worker}", ident.client_id)
+            add_client_before_run_ids(session, "a-real-machine")
+            add_client_before_run_ids(session, "odd/worker-0", simulated_identity(odd, 0).client_id)
 
         upgrade(database_url, REVISION)
 
         assert current_revision(database_url) == REVISION
         with session_factory(engine)() as session:
             registry = clients.list_clients(session)
-            assert [c.name for c in registry] == ["a-real-machine", "odd/worker-0"]
+            assert sorted(c.name for c in registry) == ["a-real-machine", "odd/worker-0"]
             assert sum(clients_by_status(session).values()) == 2
             for run_id in (first, second):
                 workers = clients.list_clients(session, run_id=run_id)
