@@ -571,6 +571,54 @@ def _after_case_review(
     return CaseReview(found, len(item.event_ids), client, banned, tuple(muted))
 
 
+def unmute_case(
+    session: Session,
+    case_id: int,
+    kinds: Collection[str] | None,
+    *,
+    note: str,
+    actor: Principal,
+) -> tuple[DetectionCase, list[cases.LiftedMute]]:
+    """Lift mutes of a case, audited as ``case.unmute``.
+
+    Events already stored dismissed by a mute stay dismissed; later events of an
+    unmuted kind arrive open.
+
+    Parameters
+    ----------
+    session : Session
+        The request's session.
+    case_id : int
+        The case.
+    kinds : Collection[str] or None
+        The kinds to unmute (each muted for the case); every muted kind when ``None``.
+    note : str
+        Why; kept in the audit log.
+    actor : Principal
+        The operator.
+
+    Returns
+    -------
+    tuple[DetectionCase, list[cases.LiftedMute]]
+        The case and the mutes lifted.
+
+    Raises
+    ------
+    NotFoundError
+        When no case has this id.
+    ConflictError
+        When a kind named is not muted for the case, or none is.
+    """
+    lifted = cases.unmute_kinds(session, case_id, kinds)
+    details = {
+        "kinds": [m.kind for m in lifted],
+        "muted_by": {m.kind: m.muted_by for m in lifted},
+        "note": note,
+    }
+    _record(session, actor, "case.unmute", "case", str(case_id), details)
+    return cases.get_case(session, case_id), lifted
+
+
 # ------------------------------------------------------------------- keys
 
 

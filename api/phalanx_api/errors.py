@@ -76,7 +76,13 @@ class BadRequestError(ApiError):
 
 
 class ProofRejectedError(BadRequestError):
-    """A proof of possession failed (400); it changed nothing, the challenge stays live."""
+    """A proof of possession failed (400); the challenge stays live.
+
+    The refusal itself is audited (``client.proof_failed``), so the request's changes
+    are kept: that entry is the only one.
+    """
+
+    keep_changes = True
 
 
 class AuthenticationError(ApiError):

@@ -18,6 +18,7 @@ from phalanx.store import make_engine, session_factory
 from phalanx_api.auth import SessionSigner
 from phalanx_api.context import AppContext, app_context
 from phalanx_api.errors import install_error_handlers
+from phalanx_api.head_requests import HeadAsGetMiddleware
 from phalanx_api.headers import SecurityHeadersMiddleware
 from phalanx_api.limits import BodySizeLimitMiddleware
 from phalanx_api.metrics import ApiMetrics, MetricsMiddleware
@@ -108,5 +109,6 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     pages.install(app)  # the dashboard, /docs, error pages for browsers
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)  # on every answer, a refused body's too
+    app.add_middleware(HeadAsGetMiddleware)  # HEAD is GET without the body
     app.add_middleware(MetricsMiddleware, metrics=context.metrics)  # outermost: times everything
     return app

@@ -17,7 +17,8 @@ Nobody but a key's holder decides that key's registration:
    proven now), is recorded in the audit log (``client.proof``) and, with
    ``auto_approve``, approves the client. A wrong proof is refused and changes
    nothing: only the key's holder can spend a challenge, so a stranger's junk
-   proof cannot burn it.
+   proof cannot burn it. The refusal is audited (``client.proof_failed``, with
+   its reason; at most once a minute per client, so junk cannot flood the log).
 3. ``issue_challenge``: the registrant, showing its registration token, gets a
    new challenge, which also extends its registration.
 
@@ -57,6 +58,8 @@ from phalanx_api.errors import (
 CHALLENGE_BYTES = 32
 #: Audit actor of decisions made by a configured policy rather than an operator.
 POLICY_ACTOR = "policy"
+#: Refused proofs of one client audited at most once in this interval.
+FAILED_PROOF_AUDIT_INTERVAL = timedelta(minutes=1)
 #: Header in which a registrant shows its registration token.
 REGISTRATION_TOKEN_HEADER = "X-Registration-Token"
 
@@ -288,43 +291,18 @@ def prove_possession(
         When no client has this id.
     ProofRejectedError
         When there is no live challenge, the signature is not base64, or it
-        does not verify; nothing is changed then.
+        does not verify; nothing is changed then but the audit log
+        (``client.proof_failed``, at most once a minute per client).
     ConflictError
         When another registration of the same key was proven first.
     """
     now = now or utcnow()
     client = clients.get_client(session, client_id)
-    challenge = clients.live_challenge(session, client_id, now=now)
-    if challenge is None:
-        if client.proven_at is not None:
-            raise ProofRejectedError(
-                f"client {client_id!r} has proven its key already; there is nothing to sign"
-            )
-        raise ProofRejectedError(
-            f"client {client_id!r} has no live challenge (it expired): register again, or "
-            f"ask for a new one in time with POST /api/v1/clients/{client_id}/challenge "
-            f"and the registration's {REGISTRATION_TOKEN_HEADER}"
-        )
     try:
-        signature_bytes = base64.b64decode(signature, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ProofRejectedError(
-            "signature is not valid base64; the challenge stays valid until it expires"
-        ) from exc
-    key = load_public_key(client.public_key)
-    if not verify_challenge(key, base64.b64decode(challenge), signature_bytes):
-        raise ProofRejectedError(
-            "signature does not verify against the client's public key "
-            "(expected base64 of the DER ECDSA-SHA256 signature over the decoded challenge "
-            "bytes); the challenge stays valid until it expires"
-        )
-    # Registrations, proofs and new challenges take this lock first, then rows: no deadlock.
-    clients.lock_registrations(session)
-    if clients.lock_client(session, client_id).challenge != challenge:
-        raise ProofRejectedError(
-            "the challenge changed while the proof was checked (a new one was issued, or "
-            "another proof came first); sign the current challenge"
-        )
+        _check_proof(session, client, signature, now=now)
+    except ProofRejectedError as err:
+        _audit_failed_proof(session, client_id, str(err), now=now)
+        raise
     clients.mark_proven(session, client_id, now=now)
     discarded = clients.discard_rival_registrations(session, client.fingerprint, keep=client_id)
     audit.append_audit(
@@ -357,6 +335,74 @@ def prove_possession(
             now=now,
         )
     return client
+
+
+def _audit_failed_proof(session: Session, client_id: str, reason: str, *, now: datetime) -> None:
+    """Audit a refused proof as ``client.proof_failed``, at most once a minute per client.
+
+    Anyone may post a proof for any client id, so the log keeps the first refusal of
+    each minute and its reason, never one row per junk request.
+    """
+    (last,) = audit.list_audit(
+        session,
+        action="client.proof_failed",
+        target_type="client",
+        target_id=client_id,
+        limit=1,
+    ) or (None,)
+    if last is not None and now - last.at < FAILED_PROOF_AUDIT_INTERVAL:
+        return
+    audit.append_audit(
+        session,
+        actor=client_actor(client_id),
+        action="client.proof_failed",
+        target_type="client",
+        target_id=client_id,
+        details={"reason": reason},
+        now=now,
+    )
+
+
+def _check_proof(session: Session, client: Client, signature: str, *, now: datetime) -> None:
+    """Refuse a proof that is not a valid signature over the client's live challenge.
+
+    Raises
+    ------
+    ProofRejectedError
+        Saying why; the client is left as it was (locked, when the checks got that far).
+    """
+    client_id = client.id
+    challenge = clients.live_challenge(session, client_id, now=now)
+    if challenge is None:
+        if client.proven_at is not None:
+            raise ProofRejectedError(
+                f"client {client_id!r} has proven its key already; there is nothing to sign"
+            )
+        raise ProofRejectedError(
+            f"client {client_id!r} has no live challenge (it expired): register again, or "
+            f"ask for a new one in time with POST /api/v1/clients/{client_id}/challenge "
+            f"and the registration's {REGISTRATION_TOKEN_HEADER}"
+        )
+    try:
+        signature_bytes = base64.b64decode(signature, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ProofRejectedError(
+            "signature is not valid base64; the challenge stays valid until it expires"
+        ) from exc
+    key = load_public_key(client.public_key)
+    if not verify_challenge(key, base64.b64decode(challenge), signature_bytes):
+        raise ProofRejectedError(
+            "signature does not verify against the client's public key "
+            "(expected base64 of the DER ECDSA-SHA256 signature over the decoded challenge "
+            "bytes); the challenge stays valid until it expires"
+        )
+    # Registrations, proofs and new challenges take this lock first, then rows: no deadlock.
+    clients.lock_registrations(session)
+    if clients.lock_client(session, client_id).challenge != challenge:
+        raise ProofRejectedError(
+            "the challenge changed while the proof was checked (a new one was issued, or "
+            "another proof came first); sign the current challenge"
+        )
 
 
 def key_unproven(session: Session, client_id: str) -> bool:

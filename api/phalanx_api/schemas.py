@@ -186,6 +186,12 @@ class ClientOut(_Out):
     created_at: datetime
     approved_at: datetime | None
     last_seen_at: datetime | None
+    run_id: str | None = Field(
+        description=(
+            "The run a simulated worker belongs to (its identity derived from that run); "
+            "null for a client of the registry."
+        )
+    )
 
     @field_validator("flower_node_id", mode="before")
     @classmethod
@@ -547,6 +553,50 @@ class CasesReviewOut(BaseModel):
     items: list[CaseReviewOut]
 
 
+#: A kind as a request names it: the event vocabulary's spelling.
+KindName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_]+$")]
+
+
+class CaseUnmuteIn(_In):
+    """Lift mutes of a case: later events of these kinds arrive open again."""
+
+    kinds: list[KindName] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The kinds to unmute, each muted for the case; every muted kind if omitted.",
+    )
+    note: Note = Field(default="", description="Why; kept in the audit log.")
+
+    @field_validator("kinds")
+    @classmethod
+    def _each_once(cls, value: list[str] | None) -> list[str] | None:
+        repeated = sorted(v for v, n in Counter(value or []).items() if n > 1)
+        if repeated:
+            raise ValueError(f"each kind may be named once; repeated: {repeated}")
+        return value
+
+
+class LiftedMuteOut(BaseModel):
+    """A mute lifted: the kind, and who had muted it, when and why."""
+
+    kind: str
+    muted_by: str | None
+    muted_at: datetime | None
+    mute_note: str | None
+
+
+class CaseUnmuteOut(BaseModel):
+    """The case after the unmute, and the mutes lifted.
+
+    Events the mutes dismissed stay dismissed (and marked muted): only later events
+    of these kinds arrive open.
+    """
+
+    case: CaseOut
+    unmuted: list[LiftedMuteOut]
+
+
 # ------------------------------------------------------------------ audit
 
 
@@ -591,6 +641,12 @@ class KeyOut(_Out):
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+
+
+class KeyList(BaseModel):
+    """Every operator key, oldest first: an object like the other listings, not paged (few)."""
+
+    items: list[KeyOut]
 
 
 class CreatedKeyOut(KeyOut):

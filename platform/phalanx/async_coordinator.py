@@ -495,6 +495,9 @@ class AsyncCoordinator(Coordinator):
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
             responses=_responses(gathered.responses, self._client_ids),
+            seen_clients=tuple(
+                sorted({self._client_ids[w] for w in gathered.responses if w in self._client_ids})
+            ),
         )
 
 

@@ -403,6 +403,12 @@ class Coordinator:
             late_responses=tuple(
                 LateResponse(r.round, r.worker, r.seconds) for r in late if 0 < r.round <= t
             ),
+            # By the roster, never by what a reply claims: the worker's own client.
+            seen_clients=tuple(
+                sorted(
+                    {self._client_ids[r.worker] for r in replies if r.worker in self._client_ids}
+                )
+            ),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock

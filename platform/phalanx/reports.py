@@ -39,6 +39,9 @@ class RoundReport:
     ``late_responses`` are the replies to earlier rounds that came during this one,
     after their rounds closed, and to this round that came after its close while it
     sent the model again: each turns that round's ``missing`` response ``late``.
+    ``seen_clients`` are the clients of the workers a reply came from this round
+    (accepted or refused: each was heard from), so that their last contact is known
+    whatever the transport.
     """
 
     round: int
@@ -59,6 +62,7 @@ class RoundReport:
     agreement: AgreementRecord | None = None
     responses: tuple[WorkerResponse, ...] = ()
     late_responses: tuple[LateResponse, ...] = ()
+    seen_clients: tuple[str, ...] = ()
 
     @property
     def duration_s(self) -> float:

@@ -12,6 +12,7 @@ from phalanx.event_kinds import EventKind
 from phalanx.exchange import Exchange
 from phalanx.plan import adversaries
 from phalanx.replies import Reply, Task
+from phalanx.roster import simulated_roster
 from phalanx.runs import build_coordinator, execute_run, summarize
 from phalanx_clients.inprocess import InProcessTransport, Tamper
 from tests.support.configs import small_config
@@ -504,3 +505,19 @@ def test_colluders_who_tie_every_round_are_proven_across_rounds_even_after_a_res
     first, resumed = run_interrupted(config, stop_after=1)
     assert proven(first) | proven(resumed) == proven(straight)
     assert resumed.reports[-1].model_digest == straight.reports[-1].model_digest
+
+
+def test_a_round_names_the_clients_it_heard_from_by_the_roster_not_by_the_reply() -> None:
+    config = small_config(rounds=1, attack={"name": None, "q": 0})
+    roster = {m.worker: m.client_id for m in simulated_roster(RUN_ID, 7)}
+
+    def silence_3_and_forge_5(reply: Reply) -> Reply | None:
+        if reply.worker == 3:
+            return None
+        if reply.worker == 5:  # claims worker 0's client: refused, yet heard from
+            return dataclasses.replace(reply, client_id=roster[0])
+        return reply
+
+    (report,) = run(config, tamper=silence_3_and_forge_5).reports
+
+    assert report.seen_clients == tuple(sorted(roster[w] for w in range(7) if w != 3))

@@ -28,11 +28,29 @@ def test_several_numbers_take_the_plural_noun_in_the_order_given() -> None:
 
 
 def test_a_long_list_names_the_first_ones_and_counts_the_rest() -> None:
-    assert name_numbers("worker", "workers", list(range(13))) == (
-        "workers 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 3 more"
+    evens = list(range(0, 40, 2))
+    assert name_numbers("worker", "workers", evens) == (
+        "workers 0, 2, 4, 6, 8, 10, 12, 14, 16, 18 and 10 more"
     )
-    assert name_numbers("worker", "workers", list(range(10))).endswith("8 and 9")
-    assert name_numbers("worker", "workers", [5, 6, 7], shown=2) == "workers 5, 6 and 1 more"
+    assert name_numbers("worker", "workers", [5, 7, 9, 11, 13, 15, 17, 19], shown=2) == (
+        "workers 5, 7 and 6 more"
+    )
+
+
+def test_a_list_is_never_cut_to_hide_only_a_few() -> None:
+    fourteen = list(range(0, 28, 2))
+    assert name_numbers("worker", "workers", fourteen).endswith("22, 24 and 26")
+    assert "more" not in name_numbers("worker", "workers", list(range(0, 30, 2)))  # 15: 5 hidden
+    assert name_numbers("worker", "workers", list(range(0, 32, 2))).endswith("and 6 more")
+
+
+def test_consecutive_numbers_are_named_as_runs() -> None:
+    assert name_numbers("worker", "workers", [0, 1, 2, 3, *range(5, 15)]) == (
+        "workers 0, 1, 2, 3 and 5 to 14"
+    )
+    assert name_numbers("worker", "workers", [0, *range(2, 7)]) == "workers 0 and 2 to 6"
+    assert name_numbers("worker", "workers", list(range(1000))) == "workers 0 to 999"
+    assert name_numbers("file", "files", [9, 8, 7, 6, 5]) == "files 9, 8, 7, 6 and 5"  # as given
 
 
 def test_the_examples_in_the_docstring_hold() -> None:

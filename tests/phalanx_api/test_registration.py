@@ -10,7 +10,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx import identity
 from phalanx.store import audit, clients
+from phalanx_api.errors import ProofRejectedError
 from phalanx_api.paths import API_PREFIX
+from phalanx_api.registration import FAILED_PROOF_AUDIT_INTERVAL, prove_possession
 from phalanx_api.settings import ApiSettings
 from phalanx_clients.enrollment import API_PREFIX as CLIENTS_API_PREFIX
 from phalanx_clients.enrollment import register as enroll
@@ -113,6 +115,39 @@ def test_a_strangers_junk_proofs_do_not_burn_the_owners_challenge(client: TestCl
         assert junk.status_code == 400
         assert "stays valid" in junk.json()["detail"]
     assert _prove(client, key, registered).status_code == 200
+
+
+def test_a_refused_proof_is_audited_with_its_reason_once_a_minute_however_many_come(
+    client: TestClient, sessions: sessionmaker[Session]
+) -> None:
+    key = identity.generate_private_key("P-256")
+    registered = register(client, key)
+    stranger = identity.generate_private_key("P-256")
+    for _ in range(20):
+        junk = client.post(
+            f"{CLIENTS}/{registered['id']}/proof",
+            json={"signature": sign_b64(stranger, registered["challenge"])},
+        )
+        assert junk.status_code == 400
+
+    with sessions() as session:
+        failed = audit.list_audit(
+            session, action="client.proof_failed", target_type="client", target_id=registered["id"]
+        )
+        assert len(failed) == 1
+        assert failed[0].actor == f"client:{registered['id']}"
+        assert "does not verify" in failed[0].details["reason"]
+    with sessions.begin() as session:  # a minute later, the next refusal is written again
+        a_minute_on = failed[0].at + FAILED_PROOF_AUDIT_INTERVAL
+        with pytest.raises(ProofRejectedError):
+            prove_possession(session, registered["id"], "AAAA", auto_approve=False, now=a_minute_on)
+    with sessions() as session:
+        failed = audit.list_audit(
+            session, action="client.proof_failed", target_type="client", target_id=registered["id"]
+        )
+        assert len(failed) == 2
+        assert all("does not verify" in e.details["reason"] for e in failed)
+    assert _prove(client, key, registered).status_code == 200  # the owner's challenge is intact
 
 
 def test_an_old_client_sending_only_the_documented_fields_still_registers(

@@ -76,6 +76,16 @@ def _open_case(sessions: Sessions) -> str:
         return str(cases.list_cases(session, CaseFilter(run_id=run_id)).items[0].id)
 
 
+def _muted_case(sessions: Sessions) -> str:
+    case_id = int(_open_case(sessions))
+    with sessions.begin() as session:
+        from phalanx.store import ReviewStatus, cases
+
+        cases.review_cases(session, [case_id], ReviewStatus.DISMISSED, reviewer="matrix")
+        cases.mute_kinds(session, case_id, ["outside_max_clique"], muted_by="matrix")
+    return str(case_id)
+
+
 def _run_with_a_round(sessions: Sessions) -> str:
     run_id, _ = seed_run_with_events(sessions, num_rounds=1, kinds=())
     return run_id
@@ -135,6 +145,9 @@ MUTATING = {
         _open_case,
         {"decision": "dismiss"},
         ids_field="case_ids",
+    ),
+    "unmute case": Endpoint(
+        "POST", "/api/v1/cases/{id}/unmute", Role.OPERATOR, 200, _muted_case, {"note": "matrix"}
     ),
     "create key": Endpoint(
         "POST", "/api/v1/keys", Role.ADMIN, 201, body={"name": "new", "role": "viewer"}

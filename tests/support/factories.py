@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx import identity
 from phalanx.store import (
     Client,
     ClientStatus,
+    DetectionCase,
     EventData,
     Role,
     RoundData,
@@ -190,14 +192,21 @@ def register_and_prove(client: TestClient, name: str | None = None) -> str:
     return client_id
 
 
-def seed_client(session: Session, name: str, status: ClientStatus = ClientStatus.APPROVED) -> str:
-    """A client created directly in the store (like a simulated worker); return its id."""
+def seed_client(
+    session: Session,
+    name: str,
+    status: ClientStatus = ClientStatus.APPROVED,
+    *,
+    run_id: str | None = None,
+) -> str:
+    """A client created directly in the store (with ``run_id``: a simulated worker); its id."""
     key = identity.generate_private_key("P-256").public_key()
     row = Client(
         name=name,
         public_key=identity.public_key_to_pem(key),
         fingerprint=identity.public_key_fingerprint(key),
         status=status,
+        run_id=run_id,
     )
     session.add(row)
     session.flush()
@@ -252,6 +261,27 @@ def seed_run_with_events(
                 ],
             )
         return run.id, client_ids
+
+
+def case_ids(sessions: sessionmaker[Session], run_id: str) -> dict[str | None, int]:
+    """The run's cases by client id."""
+    with sessions() as session:
+        rows = session.scalars(select(DetectionCase).where(DetectionCase.run_id == run_id))
+        return {row.client_id: row.id for row in rows}
+
+
+def record_more(sessions: sessionmaker[Session], run_id: str, client_id: str, *kinds: str) -> None:
+    """Record one more round of the run with an event of each kind for the client."""
+    with sessions.begin() as session:
+        number = (runs.get_run(session, run_id).current_round or 0) + 1
+        now = datetime(2025, 2, 1, tzinfo=UTC)
+        found = [
+            EventData(kind=k, severity=Severity.HIGH, worker=0, client_id=client_id, evidence={})
+            for k in kinds
+        ]
+        rounds.record_round(
+            session, run_id, RoundData(number=number, started_at=now, finished_at=now), found
+        )
 
 
 def launch(operator: tuple[TestClient, dict[str, str]], body: str) -> tuple[int, str]:

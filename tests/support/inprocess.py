@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
 from phalanx.config import RunConfig
 from phalanx.data import load_dataset
 from phalanx.local_data import client_data, model_shape, run_partition
-from phalanx.roster import simulated_roster
+from phalanx.roster import SimulatedRoster, simulated_roster
+from phalanx.runs.executor import execute
 from phalanx_clients.behaviour import RedTeam
 from phalanx_clients.inprocess import InProcessTransport
 from phalanx_clients.worker import Worker
@@ -38,3 +43,17 @@ def inprocess_workers(config: RunConfig, run_id: str) -> dict[int, Worker]:
 def inprocess_transport(config: RunConfig, run_id: str) -> InProcessTransport:
     """The workers of a simulated run (its red team included), in this process."""
     return InProcessTransport(inprocess_workers(config, run_id))
+
+
+def execute_inprocess(
+    sessions: sessionmaker[Session], config: RunConfig, run_id: str, claimer: str, folder: Path
+) -> None:
+    """Run a recorded simulated run to its end with its workers in this process."""
+    execute(
+        sessions,
+        run_id,
+        roster=SimulatedRoster(run_id),
+        claimer=claimer,
+        checkpoint_dir=folder,
+        transport=inprocess_transport(config, run_id),
+    )

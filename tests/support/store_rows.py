@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import JSON, Integer, String, column, insert, table
@@ -68,3 +69,32 @@ def add_event_before_cases(session: Session, **values: object) -> None:
     """Insert an event into a schema older than cases (migration tests)."""
     row = {"review_status": "open", "created_at": T0, "evidence": {}, **values}
     session.execute(insert(EVENTS_BEFORE_CASES).values(**row))
+
+
+#: ``clients`` as revisions before 0009 made it (no ``run_id``).
+CLIENTS_BEFORE_RUN_IDS = table(
+    "clients",
+    column("id", String),
+    column("name", String),
+    column("public_key", String),
+    column("fingerprint", String),
+    column("status", String),
+    column("proven_at", UTCDateTime),
+    column("created_at", UTCDateTime),
+)
+
+
+def add_client_before_run_ids(session: Session, name: str, client_id: str | None = None) -> str:
+    """Insert an approved, proven client into a schema older than 0009; return its id."""
+    found = client_id or str(uuid.uuid4())
+    row = {
+        "id": found,
+        "name": name,
+        "public_key": "pem",
+        "fingerprint": hashlib.sha256(found.encode()).hexdigest(),
+        "status": "approved",
+        "proven_at": T0,
+        "created_at": T0,
+    }
+    session.execute(insert(CLIENTS_BEFORE_RUN_IDS).values(**row))
+    return found

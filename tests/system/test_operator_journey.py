@@ -339,8 +339,15 @@ def test_an_operator_watches_a_run_then_confirms_a_flag_and_the_client_is_banned
         assert [b.actor for b in bans] == ["alice"]
         client_id = client.id
 
-    # The clients page shows the ban; the only way back is to reinstate.
+    # The run's workers are its own, not the registry's: the clients page leaves them out,
+    # the run page leads to them, and there the ban shows; the only way back is to reinstate.
     page.click("nav[aria-label=Main] >> text=Clients")
+    expect(page.locator("[data-simulated-note]")).to_be_visible()
+    expect(page.locator("tr[data-client]")).to_have_count(0)
+    page.goto(f"{world.base_url}/runs/{world.run_id}")
+    page.locator("[data-simulated-workers] a").click()
+    expect(page).to_have_url(f"{world.base_url}/clients?run_id={world.run_id}")
+    expect(page.locator("tr[data-client]")).to_have_count(7)
     client_row = page.locator(f"tr[data-client='{client_id}']")
     expect(client_row).to_have_attribute("data-client-status", "banned")
     expect(client_row.locator("button[data-action]")).to_have_text(["Reinstate"])
@@ -358,6 +365,8 @@ def test_a_viewer_sees_the_pages_but_gets_no_buttons(world: World, page: Page) -
     expect(page.locator("form.review")).to_have_count(0)
     expect(page.locator("article.event [data-viewer-note]").first).to_contain_text("viewer role")
     page.goto(world.base_url + "/clients")
+    expect(page.locator("tr[data-client]")).to_have_count(0)  # simulated workers: the run's
+    page.goto(f"{world.base_url}/clients?run_id={world.run_id}")
     expect(page.locator("tr[data-client]")).to_have_count(7)
     expect(page.locator("button[data-action]")).to_have_count(0)
     page.goto(world.base_url + "/")

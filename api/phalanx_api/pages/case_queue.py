@@ -2,7 +2,7 @@
 
 A page reads a fixed number of queries whatever the number of events behind its
 cases: the page of cases, their kinds, the latest and the strongest event of each,
-their clients and run names.
+their clients and run names, and the agreeing groups of those events' rounds.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from phalanx.store import (
     DetectionEvent,
     ReviewStatus,
     cases,
+    rounds,
 )
 from phalanx.store import dashboard as queries
 from phalanx_api.pages.evidence import Explanation, explain
@@ -137,10 +138,19 @@ def case_cards(session: Session, rows: Sequence[DetectionCase]) -> tuple[CaseCar
     )
     owners = queries.clients_by_id(session, {row.client_id for row in rows if row.client_id})
     names = queries.run_names(session, {row.run_id for row in rows})
+    groups = rounds.agreeing_groups(
+        session,
+        {
+            (e.run_id, e.round)
+            for e in shown.values()
+            if isinstance(e.evidence, dict) and "agreeing" in e.evidence
+        },
+    )
 
     def show(event_id: int) -> ShownEvent:
         event = shown[event_id]
-        return ShownEvent(event, explain(event.kind, event.worker, event.evidence))
+        members = groups.get((event.run_id, event.round))
+        return ShownEvent(event, explain(event.kind, event.worker, event.evidence, members))
 
     return tuple(
         CaseCard(

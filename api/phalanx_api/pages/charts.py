@@ -20,6 +20,9 @@ MARGIN = (54.0, 10.0, 12.0, 34.0)
 MAX_TICKS = 6
 #: Rounds up to which each point gets a marker.
 MARKERS_UP_TO = 60
+#: With ``clip_outliers``, a value over this many times the median of a chart's
+#: values is drawn at the top edge, marked, instead of stretching the axis.
+OUTLIER_RATIO = 4.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class ChartPoint:
     round: int
     value: float
     label: str
+    clipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,11 @@ class LineChart:
         """Return the number of plotted values over all lines."""
         return sum(len(s.points) for s in self.series)
 
+    @property
+    def clipped(self) -> tuple[tuple[ChartSeries, ChartPoint], ...]:
+        """Return the points above the axis, drawn at its top, with their series."""
+        return tuple((s, p) for s in self.series for p in s.points if p.clipped)
+
 
 def nice_step(span: float, max_ticks: int = MAX_TICKS) -> float:
     """Return a round tick spacing (1, 2, 2.5 or 5 times a power of ten) for a span.
@@ -164,6 +173,30 @@ def _round_ticks(first: int, last: int) -> list[int]:
     return ticks
 
 
+def outlier_limit(values: Sequence[float]) -> float | None:
+    """Return the value above which a chart draws points at its top edge, or ``None``.
+
+    That is :data:`OUTLIER_RATIO` times the median, when some value exceeds it and
+    at least half of the values do not (an axis is never scaled to a minority).
+
+    Examples
+    --------
+    >>> outlier_limit([25e6, 1.1e6, 0.9e6, 1.0e6])
+    4200000.0
+    >>> outlier_limit([3.0, 2.0, 2.5]) is None
+    True
+    """
+    positive = sorted(v for v in values if v > 0)
+    if len(positive) < 3:
+        return None
+    middle = len(positive) // 2
+    median = (
+        positive[middle] if len(positive) % 2 else (positive[middle - 1] + positive[middle]) / 2
+    )
+    limit = OUTLIER_RATIO * median
+    return limit if positive[-1] > limit else None
+
+
 def line_chart(
     key: str,
     title: str,
@@ -173,6 +206,7 @@ def line_chart(
     fmt: Callable[[float], str],
     floor: float | None = None,
     ceiling: float | None = None,
+    clip_outliers: bool = False,
 ) -> LineChart:
     """Lay out a line chart of per-round values.
 
@@ -190,6 +224,10 @@ def line_chart(
         Formats a value for the y axis and the points' tooltips.
     floor, ceiling : float, optional
         Bounds the y axis always includes (e.g. 0 and 1 for accuracy).
+    clip_outliers : bool
+        Scale the y axis to the values up to :func:`outlier_limit` and draw the
+        larger ones at its top edge, marked ``clipped`` (the first round's full
+        model among compressed deltas would otherwise flatten every later round).
 
     Returns
     -------
@@ -204,7 +242,9 @@ def line_chart(
     finite = [v for _, _, vs in series for v in vs if v is not None and math.isfinite(v)]
     if not rounds or not finite:
         return LineChart(key, title, (), (), (), left, top, right, bottom, markers=False)
-    bounds = [*finite, *(b for b in (floor, ceiling) if b is not None)]
+    limit = outlier_limit(finite) if clip_outliers else None
+    scaled = finite if limit is None else [v for v in finite if v <= limit]
+    bounds = [*scaled, *(b for b in (floor, ceiling) if b is not None)]
     y_start, y_stop, y_step = nice_domain(min(bounds), max(bounds))
     x_first, x_last = rounds[0], rounds[-1]
     x_span = (x_last - x_first) or 1
@@ -220,7 +260,9 @@ def line_chart(
     lines = []
     for series_key, label, values in series:
         points = tuple(
-            ChartPoint(x=x_of(n), y=y_of(v), round=n, value=v, label=fmt(v))
+            ChartPoint(x=x_of(n), y=top, round=n, value=v, label=fmt(v), clipped=True)
+            if limit is not None and v > limit
+            else ChartPoint(x=x_of(n), y=y_of(v), round=n, value=v, label=fmt(v))
             for n, v in zip(rounds, values, strict=True)
             if v is not None and math.isfinite(v)
         )

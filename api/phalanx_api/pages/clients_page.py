@@ -31,13 +31,15 @@ class ClientRow:
 
 @dataclass(frozen=True)
 class ClientsPage:
-    """The clients page: one page of clients, with counts per status."""
+    """The clients page: one page of the registry (or of a simulated run's workers)."""
 
     rows: tuple[ClientRow, ...]
     status: ClientStatus | None
     by_status: Mapping[ClientStatus, int]
     offset: int
     next_offset: int | None
+    run_id: str | None = None
+    run_name: str | None = None
 
 
 def actions_for(status: ClientStatus, *, proven: bool = True) -> tuple[ClientAction, ...]:
@@ -54,7 +56,12 @@ def actions_for(status: ClientStatus, *, proven: bool = True) -> tuple[ClientAct
 
 
 def clients_page(
-    session: Session, *, status: ClientStatus | None, offset: int = 0, limit: int = PAGE_SIZE
+    session: Session,
+    *,
+    status: ClientStatus | None,
+    run_id: str | None = None,
+    offset: int = 0,
+    limit: int = PAGE_SIZE,
 ) -> ClientsPage:
     """Read the clients page.
 
@@ -64,6 +71,8 @@ def clients_page(
         A read session.
     status : ClientStatus or None
         Only clients in this status.
+    run_id : str, optional
+        The simulated workers of this run instead of the registry.
     offset, limit : int
         The page, oldest registration first.
 
@@ -73,7 +82,9 @@ def clients_page(
         Clients with their event counts, their latest timed run's response times and
         applicable actions.
     """
-    found = clients.list_clients(session, status=status, limit=limit + 1, offset=offset)
+    found = clients.list_clients(
+        session, status=status, run_id=run_id, limit=limit + 1, offset=offset
+    )
     shown = found[:limit]
     ids = [c.id for c in shown]
     counts = queries.event_counts_by_client(session, ids)
@@ -89,7 +100,9 @@ def clients_page(
             for c in shown
         ),
         status=status,
-        by_status=clients_by_status(session),
+        by_status=clients_by_status(session, run_id=run_id),
         offset=offset,
         next_offset=offset + limit if len(found) > limit else None,
+        run_id=run_id,
+        run_name=None if run_id is None else queries.run_names(session, {run_id}).get(run_id),
     )

@@ -253,11 +253,13 @@ def explain(
         if _integer(item.get("file")) is not None
     )
     facts: list[tuple[str, str]] = []
-    group = _agreeing_group(evidence, agreeing)
+    group, group_members = _agreeing_group(evidence, agreeing)
     if group:
         facts.append(("Agreeing group", group))
     disagreed = _integers(evidence.get("disagreed_with"))
-    if disagreed:
+    if disagreed and group_members is not None and set(disagreed) == set(group_members):
+        facts.append(("Disagreed with", "every worker of the agreeing group"))
+    elif disagreed:
         facts.append(("Disagreed with", name_numbers("worker", "workers", disagreed)))
     mode = _text(evidence.get("mode"))
     if mode:
@@ -304,19 +306,24 @@ def explain(
     )
 
 
-def _agreeing_group(evidence: Mapping[str, Any], members: Sequence[int] | None) -> str:
-    """Name the agreeing group: from the round's record, checked by digest, or as listed."""
+def _agreeing_group(
+    evidence: Mapping[str, Any], members: Sequence[int] | None
+) -> tuple[str, list[int] | None]:
+    """Name the agreeing group (from the round's record, checked by digest, or as listed).
+
+    Returns the words and the members named (``None`` when they are not known).
+    """
     listed = _integers(evidence.get("clique"))  # events recorded before rounds kept it
     if listed:
-        return name_numbers("worker", "workers", listed)
+        return name_numbers("worker", "workers", listed), listed
     group = AgreeingGroup.from_dict(evidence.get("agreeing"))
     if group is None:
-        return ""
+        return "", None
     if members is None:
-        return f"{group.count} workers (the round's record does not list them)"
+        return f"{group.count} workers (the round's record does not list them)", None
     if not group.matches(members):
-        return f"{group.count} workers (the round's record lists another group; not shown)"
-    return name_numbers("worker", "workers", sorted(members))
+        return f"{group.count} workers (the round's record lists another group; not shown)", None
+    return name_numbers("worker", "workers", sorted(members)), sorted(members)
 
 
 def _file_record(item: Mapping[str, Any], subject: int | None, tol: float | None) -> FileRecord:

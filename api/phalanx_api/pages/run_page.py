@@ -11,7 +11,17 @@ from sqlalchemy.orm import Session
 
 from phalanx.agreement_record import stored_agreeing
 from phalanx.event_kinds import FLAG_KINDS
-from phalanx.store import Client, DetectionEvent, EventFilter, Round, Run, events, rounds, runs
+from phalanx.store import (
+    Client,
+    DetectionEvent,
+    EventFilter,
+    Round,
+    Run,
+    clients,
+    events,
+    rounds,
+    runs,
+)
 from phalanx.store import dashboard as queries
 from phalanx_api.pages import charts
 from phalanx_api.pages.agreement import AgreementGraph, RoundEvent, agreement_graph
@@ -79,6 +89,8 @@ class RunPage:
         Detection scored against the true adversaries, for simulated attacks.
     responses : ResponsePanel or None
         The workers' response times (``None`` when no round was timed).
+    simulated_workers : int
+        The simulated workers stored with the run, its own identities (0 when deployed).
     """
 
     run: Run
@@ -95,6 +107,7 @@ class RunPage:
     simulation: tuple[Fact, ...]
     dropped: DroppedFiles | None = None
     responses: ResponsePanel | None = None
+    simulated_workers: int = 0
 
     @property
     def terminal(self) -> bool:
@@ -153,6 +166,7 @@ def run_page(session: Session, run_id: str) -> RunPage:
         ],
         fmt=human_bytes,
         floor=0.0,
+        clip_outliers=True,
     )
     marks = [(f.round, f.worker, f.kind) for f in queries.flagged_workers(session, run.id)]
     rejections = frozenset(k for _, _, k in marks if k not in FLAG_KINDS)
@@ -208,6 +222,7 @@ def run_page(session: Session, run_id: str) -> RunPage:
         responses=response_panel(session, run.id, simulated=_simulated_clock(run))
         if done
         else None,
+        simulated_workers=clients.count_run_clients(session, run.id),
     )
 
 

@@ -44,7 +44,10 @@ from phalanx_api.schemas import (
     CaseReviewOut,
     CasesReviewIn,
     CasesReviewOut,
+    CaseUnmuteIn,
+    CaseUnmuteOut,
     EventSummaryOut,
+    LiftedMuteOut,
     storable_text,
 )
 from phalanx_api.transactions import writing
@@ -159,6 +162,29 @@ def review_case(
     """Confirm or dismiss one case: every open event of it is closed."""
     (reviewed,) = _review(db, [case_id], body, user, settings.ban_on_confirm)
     return reviewed
+
+
+@router.post("/{case_id}/unmute", responses=documented(UNAUTHORIZED, NOT_FOUND, CONFLICT))
+def unmute_case(
+    case_id: CaseId, body: CaseUnmuteIn, db: SessionDep, user: OperatorDep
+) -> CaseUnmuteOut:
+    """Lift mutes of a case (409 when a kind named is not muted, or none is).
+
+    Later events of the unmuted kinds arrive open again; events the mutes already
+    dismissed stay dismissed, marked muted, for the record. Audited as ``case.unmute``.
+    """
+    with writing(db):
+        found, lifted = actions.unmute_case(db, case_id, body.kinds, note=body.note, actor=user)
+        (out,) = case_outs(db, [found])
+        return CaseUnmuteOut(
+            case=out,
+            unmuted=[
+                LiftedMuteOut(
+                    kind=m.kind, muted_by=m.muted_by, muted_at=m.muted_at, mute_note=m.mute_note
+                )
+                for m in lifted
+            ],
+        )
 
 
 def _review(

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from sqlalchemy.orm import Session
 
 from phalanx.store import ClientStatus, clients
@@ -142,11 +142,25 @@ def list_clients(
     db: SessionDep,
     _: ViewerDep,
     status: ClientStatus | None = None,
+    run_id: Annotated[
+        UUID | None,
+        Query(description="The simulated workers of this run instead of the registry."),
+    ] = None,
     limit: Limit = DEFAULT_PAGE_SIZE,
     offset: Offset = 0,
 ) -> ClientPage:
-    """List clients, oldest registration first."""
-    rows = clients.list_clients(db, status=status, limit=limit + 1, offset=offset)
+    """List the registry's clients, oldest registration first (or a simulated run's workers).
+
+    Simulated workers are identities of their run, not clients of the registry:
+    they are listed only with ``run_id``.
+    """
+    rows = clients.list_clients(
+        db,
+        status=status,
+        run_id=None if run_id is None else str(run_id),
+        limit=limit + 1,
+        offset=offset,
+    )
     return ClientPage(
         items=[ClientOut.model_validate(row) for row in rows[:limit]],
         limit=limit,

@@ -11,7 +11,7 @@ from phalanx_api import actions
 from phalanx_api.deps import AdminDep, SessionDep
 from phalanx_api.paths import API_PREFIX
 from phalanx_api.responses import NOT_FOUND, UNAUTHORIZED, documented
-from phalanx_api.schemas import CreatedKeyOut, KeyIn, KeyOut
+from phalanx_api.schemas import CreatedKeyOut, KeyIn, KeyList, KeyOut
 from phalanx_api.transactions import writing
 
 router = APIRouter(prefix=f"{API_PREFIX}/keys", tags=["keys"])
@@ -26,11 +26,10 @@ def create_key(body: KeyIn, db: SessionDep, user: AdminDep) -> CreatedKeyOut:
 
 
 @router.get("", responses=UNAUTHORIZED)
-def list_keys(db: SessionDep, _: AdminDep, include_revoked: bool = False) -> list[KeyOut]:
-    """List operator keys, oldest first (never their secrets)."""
-    return [
-        KeyOut.model_validate(key) for key in keys.list_keys(db, include_revoked=include_revoked)
-    ]
+def list_keys(db: SessionDep, _: AdminDep, include_revoked: bool = False) -> KeyList:
+    """List operator keys, oldest first (never their secrets), as ``{"items": [...]}``."""
+    found = keys.list_keys(db, include_revoked=include_revoked)
+    return KeyList(items=[KeyOut.model_validate(key) for key in found])
 
 
 @router.post("/{key_id}/revoke", responses=documented(UNAUTHORIZED, NOT_FOUND))

@@ -41,6 +41,8 @@ router = APIRouter(include_in_schema=False)
 
 #: Seconds between two polls of a live run page.
 POLL_SECONDS = 3
+#: Seconds between two redraws of the overview (a heavier page, read less often).
+OVERVIEW_POLL_SECONDS = 5
 
 
 def page_user(request: Request, db: SessionDep, context: ContextDep) -> Principal:
@@ -97,9 +99,29 @@ def _back(target: str | None, **params: object) -> str:
 def overview_page(
     request: Request, db: SessionDep, context: ContextDep, user: PageUserDep, offset: Offset = 0
 ) -> Response:
-    """Show runs, clients by status and the size of the review queue."""
+    """Show runs, clients by status and the size of the review queue; it updates itself."""
     page = overview.overview(db, offset=offset)
-    return _render(request, context, db, user, "overview.html", "overview", page=page)
+    return _render(
+        request,
+        context,
+        db,
+        user,
+        "overview.html",
+        "overview",
+        page=page,
+        poll_seconds=OVERVIEW_POLL_SECONDS,
+    )
+
+
+@router.get("/overview/panels", response_class=HTMLResponse)
+def overview_panels(
+    request: Request, db: SessionDep, context: ContextDep, _: PageUserDep, offset: Offset = 0
+) -> Response:
+    """Render the overview's tiles and runs, for the page to swap in as runs progress."""
+    page = overview.overview(db, offset=offset)
+    response = context.templates.TemplateResponse(request, "_overview_panels.html", {"page": page})
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 # ---------------------------------------------------------------------- runs
@@ -164,11 +186,14 @@ def clients_list_page(
     context: ContextDep,
     user: PageUserDep,
     status: ClientStatus | None = None,
+    run_id: UUID | None = None,
     offset: Offset = 0,
     changed: UUID | None = None,
 ) -> Response:
-    """Show clients with their status, last contact and events; buttons for operators."""
-    page = clients_page.clients_page(db, status=status, offset=offset)
+    """Show the registry's clients (or a simulated run's workers); buttons for operators."""
+    page = clients_page.clients_page(
+        db, status=status, run_id=None if run_id is None else str(run_id), offset=offset
+    )
     changed_row = next((r for r in page.rows if changed and r.client.id == str(changed)), None)
     return _render(
         request,
@@ -290,6 +315,7 @@ def case_queue_page(
     order: Literal["desc", "asc"] = "desc",
     offset: Offset = 0,
     reviewed: CaseIds = [],  # noqa: B006 (FastAPI copies defaults)
+    unmuted: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Response:
     """Show the review queue: one case per client and run, with bulk confirm and dismiss."""
     where = CaseFilter(
@@ -304,7 +330,7 @@ def case_queue_page(
         sort=sort,
         descending=order == "desc",
         offset=offset,
-        reviewed_ids=reviewed,
+        reviewed_ids=[*reviewed, *([unmuted] if unmuted else [])],
     )
     filters = {
         "run_id": str(run_id) if run_id else None,
@@ -328,7 +354,8 @@ def case_queue_page(
         kinds=sorted(k.value for k in EventKind),
         ban_on_confirm=settings.ban_on_confirm,
         distance_note=DISTANCE_NOTE,
-        back=_back(f"{request.url.path}?{request.url.query}", reviewed=None),
+        back=_back(f"{request.url.path}?{request.url.query}", reviewed=None, unmuted=None),
+        unmuted=unmuted,
         filters=filters,
         query={**filters, "status": status, "sort": sort.value, "order": order},
     )
@@ -362,6 +389,23 @@ def review_cases_form(
     joiner = "&" if "?" in target else "?"
     shown = urlencode([("reviewed", case_id) for case_id in case_ids])
     return RedirectResponse(f"{target}{joiner}{shown}", status_code=303)
+
+
+@router.post("/cases/{case_id}/unmute")
+def unmute_case_form(
+    case_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    db: SessionDep,
+    user: FormOperatorDep,
+    kind: Annotated[str | None, Form(max_length=64, pattern=r"^[a-z0-9_]+$")] = None,
+    note: Annotated[Note, Form()] = "",
+    back: Annotated[str | None, Form(max_length=2000)] = None,
+) -> RedirectResponse:
+    """Lift a mute of a case (one kind, or all); show the queue with the case on top."""
+    with writing(db):
+        actions.unmute_case(db, case_id, None if kind is None else [kind], note=note, actor=user)
+    return RedirectResponse(
+        _back(back or "/cases", reviewed=None, unmuted=case_id), status_code=303
+    )
 
 
 # ------------------------------------------------------------------ install

@@ -102,6 +102,7 @@ class StoreRecorder:
                     _event_data(report),
                     responses=report.responses,
                     late_responses=report.late_responses,
+                    seen_clients=report.seen_clients,
                 )
                 checkpoints.save_checkpoint(
                     session, self.run_id, report.round, path=str(path.resolve()), digest=digest
@@ -178,7 +179,11 @@ def create_simulated_run(sessions: sessionmaker[Session], config: RunConfig, cla
 def register_simulated_clients(
     sessions: sessionmaker[Session], run_id: str, config: RunConfig
 ) -> None:
-    """Register the virtual clients of a simulated run (those already registered are kept)."""
+    """Store the virtual clients of a simulated run, as its own (those already stored are kept).
+
+    Each belongs to the run (``run_id``): it is not a client of the registry, and a
+    second run of the same config has workers of its own, stored with that run.
+    """
     with sessions.begin() as session:
         for ident in simulated_roster(run_id, config.assignment.num_workers):
             if session.get(Client, ident.client_id) is not None:
@@ -190,6 +195,7 @@ def register_simulated_clients(
                     public_key=public_key_to_pem(ident.public_key),
                     fingerprint=public_key_fingerprint(ident.public_key),
                     status=ClientStatus.APPROVED,
+                    run_id=run_id,
                 )
             )
 

@@ -14,7 +14,8 @@ cases by an index, whatever the number of events behind them.
 Reviewing a case closes all its open events at once. Dismissing may also mute the
 dismissed kinds for the case (:func:`mute_kinds`): a later event of a muted kind is
 stored like any other, already dismissed, with ``muted`` set and the muting
-operator as its reviewer.
+operator as its reviewer. An operator may lift a mute (:func:`unmute_kinds`):
+the events it dismissed stay dismissed, and later events of the kind arrive open.
 """
 
 from __future__ import annotations
@@ -626,3 +627,74 @@ def mute_kinds(
             muted.append(kind)
     session.flush()
     return muted
+
+
+@dataclass(frozen=True)
+class LiftedMute:
+    """A mute an unmute lifted: the kind, and who had muted it, when and why."""
+
+    kind: str
+    muted_by: str | None
+    muted_at: datetime | None
+    mute_note: str | None
+
+
+def unmute_kinds(
+    session: Session, case_id: int, kinds: Collection[str] | None = None
+) -> list[LiftedMute]:
+    """Lift mutes of a case: its later events of these kinds arrive open again.
+
+    The events already stored dismissed by the mute stay as they are (dismissed,
+    ``muted`` set, the muting operator as their reviewer): an unmute changes what
+    happens next, never the record.
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session, inside its transaction.
+    case_id : int
+        The case.
+    kinds : Collection[str], optional
+        The kinds to unmute, each muted for the case; every muted kind when omitted.
+
+    Returns
+    -------
+    list[LiftedMute]
+        The mutes lifted, sorted by kind.
+
+    Raises
+    ------
+    NotFoundError
+        When no case has this id.
+    ConflictError
+        When a kind named is not muted for the case, or nothing is muted at all.
+    """
+    (found,) = lock_cases(session, [case_id])
+    query = (
+        select(CaseKind)
+        .where(CaseKind.case_id == case_id, CaseKind.muted_at.is_not(None))
+        .order_by(CaseKind.kind)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    muted = {k.kind: k for k in session.scalars(query)}
+    wanted = sorted(muted) if kinds is None else sorted(set(kinds))
+    if not wanted:
+        raise ConflictError(f"case {found.id} has no muted kind")
+    not_muted = [kind for kind in wanted if kind not in muted]
+    if not_muted:
+        said = ", ".join(repr(str(kind)) for kind in not_muted)
+        now_muted = ", ".join(repr(str(kind)) for kind in muted) or "none"
+        raise ConflictError(
+            f"case {found.id}: {said} {'is' if len(not_muted) == 1 else 'are'} not muted "
+            f"(muted kinds: {now_muted})"
+        )
+    lifted = []
+    for kind in wanted:
+        row = muted[kind]
+        lifted.append(LiftedMute(kind, row.muted_by, row.muted_at, row.mute_note))
+        row.muted_by = None
+        row.muted_at = None
+        row.mute_note = None
+    session.flush()
+    return lifted

@@ -1,6 +1,8 @@
 """Clients: registration, approval status, Flower node ids and login challenges.
 
-Simulated workers are clients too (named like ``sim-worker-3``). The
+Simulated workers are clients too (named like ``quick-digits/worker-3``), each
+the identity of one run (``run_id``): the *registry* is the clients with no run,
+and every listing and count here reads the registry unless asked for a run. The
 fingerprint of the public key is computed by :mod:`phalanx.identity`; the store
 keeps it unique among *proven* clients (those that showed they hold the key, or
 that the platform created itself). A registration through the API is unproven
@@ -228,6 +230,7 @@ def name_in_use(
             Client.name == name,
             Client.status != ClientStatus.BANNED,
             Client.fingerprint != other_than,
+            Client.run_id.is_(None),
             live,
         )
         .limit(1)
@@ -326,6 +329,7 @@ def list_clients(
     session: Session,
     *,
     status: ClientStatus | None = None,
+    run_id: str | None = None,
     limit: int = 100,
     offset: int = 0,
 ) -> Sequence[Client]:
@@ -337,6 +341,8 @@ def list_clients(
         The caller's session.
     status : ClientStatus, optional
         Only clients in this status.
+    run_id : str, optional
+        The simulated workers of this run instead of the registry.
     limit, offset : int
         The page.
 
@@ -345,10 +351,22 @@ def list_clients(
     Sequence[Client]
         At most ``limit`` clients.
     """
-    query = select(Client).order_by(Client.created_at, Client.id).limit(limit).offset(offset)
+    query = (
+        select(Client)
+        .where(Client.run_id.is_(None) if run_id is None else Client.run_id == run_id)
+        .order_by(Client.created_at, Client.id)
+        .limit(limit)
+        .offset(offset)
+    )
     if status is not None:
         query = query.where(Client.status == status)
     return session.scalars(query).all()
+
+
+def count_run_clients(session: Session, run_id: str) -> int:
+    """Count the simulated workers stored with a run (none for a deployed run)."""
+    query = select(func.count()).select_from(Client).where(Client.run_id == run_id)
+    return session.execute(query).scalar_one()
 
 
 def set_client_status(

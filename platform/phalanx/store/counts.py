@@ -32,13 +32,15 @@ def runs_by_status(session: Session) -> dict[RunStatus, int]:
     return counts
 
 
-def clients_by_status(session: Session) -> dict[ClientStatus, int]:
-    """Count clients per status.
+def clients_by_status(session: Session, *, run_id: str | None = None) -> dict[ClientStatus, int]:
+    """Count the registry's clients per status (simulated workers belong to their runs).
 
     Parameters
     ----------
     session : Session
         The caller's session.
+    run_id : str, optional
+        Count this simulated run's workers instead of the registry.
 
     Returns
     -------
@@ -46,7 +48,8 @@ def clients_by_status(session: Session) -> dict[ClientStatus, int]:
         Every status, with 0 for a status no client is in.
     """
     counts = dict.fromkeys(ClientStatus, 0)
-    query = select(Client.status, func.count()).group_by(Client.status)
+    of = Client.run_id.is_(None) if run_id is None else Client.run_id == run_id
+    query = select(Client.status, func.count()).where(of).group_by(Client.status)
     for status, count in session.execute(query):
         counts[status] = count
     return counts

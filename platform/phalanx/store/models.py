@@ -132,6 +132,12 @@ PROVEN = text("proven_at IS NOT NULL")
 class Client(Base):
     """A worker that registered its public key; simulated workers are clients too.
 
+    The *registry* is the clients with no ``run_id``: registered over REST (or
+    enrolled), one row per key, across runs. A simulated worker's identity is
+    derived from its run (:func:`phalanx.roster.simulated_identity`); its row names
+    that run in ``run_id``, so events and cases can name it, and goes with the run;
+    it is never listed in the registry.
+
     A client registered through the API is *unproven* (``proven_at`` null) until
     it signs its challenge; it expires with that challenge. Its key's fingerprint
     is unique among proven clients only, so a stranger who registers someone
@@ -175,6 +181,12 @@ class Client(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    run_id: Mapped[str | None] = mapped_column(
+        String(36),
+        ForeignKey("runs.id", ondelete="CASCADE"),
+        index=True,
+        doc="The run a simulated worker belongs to; null for a client of the registry.",
+    )
 
 
 class OperatorKey(Base):

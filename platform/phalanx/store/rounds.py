@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, insert, select, update
+from sqlalchemy import Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from phalanx.agreement_record import stored_agreeing
 from phalanx.response_times import LateResponse, WorkerResponse
 from phalanx.store.cases import file_events
 from phalanx.store.errors import ConflictError, NotFoundError
-from phalanx.store.models import DetectionEvent, Round, Severity, WorkerResponseRow
+from phalanx.store.models import Client, DetectionEvent, Round, Severity, WorkerResponseRow
 from phalanx.store.runs import get_run
 
 #: Longest event kind the ``detection_events.kind`` column holds.
@@ -173,6 +173,7 @@ def record_round(
     events: Iterable[EventData] = (),
     responses: Iterable[WorkerResponse] = (),
     late_responses: Iterable[LateResponse] = (),
+    seen_clients: Iterable[str] = (),
 ) -> Round:
     """Write a finished round, its detection events and its workers' responses atomically.
 
@@ -197,6 +198,9 @@ def record_round(
         response of that worker becomes ``late``, with its time. One that matches no
         missing response (its round was not timed), or names a later round, changes
         nothing.
+    seen_clients : Iterable[str]
+        The clients a reply came from this round: their ``last_seen_at`` becomes the
+        round's end (never earlier than it was).
 
     Returns
     -------
@@ -273,7 +277,23 @@ def record_round(
         ]
         if late:
             session.execute(_LATE_UPDATE, late)
+        _mark_seen(session, sorted(set(seen_clients)), round_data.finished_at)
     return row
+
+
+#: Clients marked seen per statement (SQLite bounds a statement's parameters).
+_SEEN_BATCH = 1000
+
+
+def _mark_seen(session: Session, client_ids: Sequence[str], at: datetime) -> None:
+    for start in range(0, len(client_ids), _SEEN_BATCH):
+        session.execute(
+            update(Client)
+            .where(Client.id.in_(client_ids[start : start + _SEEN_BATCH]))
+            .where(or_(Client.last_seen_at.is_(None), Client.last_seen_at < at))
+            .values(last_seen_at=at)
+            .execution_options(synchronize_session=False)
+        )
 
 
 _RESPONSES = cast(Table, WorkerResponseRow.__table__)

@@ -14,8 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from phalanx.response_times import WorkerResponse
-from phalanx.roster import SimulatedRoster, simulated_roster
-from phalanx.runs.executor import execute
+from phalanx.roster import simulated_roster
 from phalanx.runs.recorder import StoreRecorder, claimer_name, create_simulated_run, load_checkpoint
 from phalanx.store import (
     DetectionEvent,
@@ -27,7 +26,7 @@ from phalanx.store import (
 )
 from phalanx.systems.profiles import draw_profiles
 from tests.support.configs import small_config
-from tests.support.inprocess import inprocess_transport
+from tests.support.inprocess import execute_inprocess
 from tests.support.reports import round_report
 
 
@@ -82,14 +81,7 @@ def test_a_simulated_run_with_a_straggler_leaves_it_slow_in_the_store_and_flags_
     claimer = claimer_name()
     run_id = create_simulated_run(sessions, config, claimer)
 
-    execute(
-        sessions,
-        run_id,
-        roster=SimulatedRoster(run_id),
-        claimer=claimer,
-        checkpoint_dir=tmp_path,
-        transport=inprocess_transport(config, run_id),
-    )
+    execute_inprocess(sessions, config, run_id, claimer, tmp_path)
 
     with sessions() as session:
         found = response_times.run_response_times(session, run_id)

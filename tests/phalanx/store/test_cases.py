@@ -146,13 +146,18 @@ def test_a_review_names_unknown_cases_refuses_duplicates_and_changes_nothing(
     assert [e.review_status for e in case_events(db_session, found.id)] == [ReviewStatus.OPEN]
 
 
+def one_flag_case(session: Session) -> tuple[str, str, DetectionCase]:
+    """A run whose client bob was flagged in round 1: the run, bob, his case."""
+    run_id = new_run(session).id
+    bob = new_client(session, "bob")
+    record(session, run_id, 1, EventData(kind=FLAG, severity=Severity.HIGH, client_id=bob))
+    return run_id, bob, only_case(session, run_id, f"client:{bob}")
+
+
 def test_a_muted_kind_arrives_dismissed_and_stored_and_other_kinds_reopen_the_case(
     db_session: Session,
 ) -> None:
-    run_id = new_run(db_session).id
-    bob = new_client(db_session, "bob")
-    record(db_session, run_id, 1, EventData(kind=FLAG, severity=Severity.HIGH, client_id=bob))
-    found = only_case(db_session, run_id, f"client:{bob}")
+    run_id, bob, found = one_flag_case(db_session)
     (closed,) = cases.review_cases(
         db_session, [found.id], ReviewStatus.DISMISSED, reviewer="carol", note="noisy link"
     )
@@ -183,6 +188,41 @@ def test_a_muted_kind_arrives_dismissed_and_stored_and_other_kinds_reopen_the_ca
     assert not case_events(db_session, only_case(db_session, other_run, f"client:{bob}").id)[
         0
     ].muted  # a mute holds in its own run only
+
+
+def test_an_unmute_lets_later_events_arrive_open_and_leaves_the_muted_ones_dismissed(
+    db_session: Session,
+) -> None:
+    run_id, bob, found = one_flag_case(db_session)
+    cases.review_cases(db_session, [found.id], ReviewStatus.DISMISSED, reviewer="carol")
+    cases.mute_kinds(db_session, found.id, [FLAG], muted_by="carol", note="noisy link")
+    record(db_session, run_id, 2, EventData(kind=FLAG, severity=Severity.HIGH, client_id=bob))
+    db_session.commit()
+
+    with pytest.raises(ConflictError, match=r"'bad_signature' is not muted \(muted kinds"):
+        cases.unmute_kinds(db_session, found.id, [FLAG, REFUSAL])
+    (lifted,) = cases.unmute_kinds(db_session, found.id, [FLAG])
+    db_session.commit()
+
+    assert (lifted.kind, lifted.muted_by, lifted.mute_note) == (FLAG, "carol", "noisy link")
+    with pytest.raises(ConflictError, match="has no muted kind"):
+        cases.unmute_kinds(db_session, found.id)
+    with pytest.raises(NotFoundError):
+        cases.unmute_kinds(db_session, 2**62)
+    record(db_session, run_id, 3, EventData(kind=FLAG, severity=Severity.HIGH, client_id=bob))
+    db_session.commit()
+    db_session.refresh(found)
+    stored = case_events(db_session, found.id)
+    assert [(e.review_status, e.muted) for e in stored] == [
+        (ReviewStatus.DISMISSED, False),
+        (ReviewStatus.DISMISSED, True),
+        (ReviewStatus.OPEN, False),
+    ]
+    assert (found.open_count, found.muted_count, found.review_status) == (
+        1,
+        1,
+        ReviewStatus.OPEN,
+    )
 
 
 def test_reviewing_one_event_keeps_its_case_counts(db_session: Session) -> None:

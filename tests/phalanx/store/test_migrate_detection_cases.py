@@ -7,7 +7,7 @@ from sqlalchemy import inspect, select, text
 from phalanx.store import DetectionCase, make_engine, runs, session_factory
 from phalanx.store.migrate import current_revision, downgrade, upgrade
 from tests.support.schema import schema_diff
-from tests.support.store_rows import add_event_before_cases, new_client
+from tests.support.store_rows import add_client_before_run_ids, add_event_before_cases
 
 REVISION = "0007_detection_cases"
 BEFORE = "0006_worker_responses"
@@ -19,7 +19,7 @@ def test_0007_gathers_the_stored_events_into_cases(database_url: str) -> None:
     try:
         with session_factory(engine).begin() as session:
             run_id = runs.create_run(session, name="m", config={}, seed=1).id
-            alice = new_client(session, "alice")
+            alice = add_client_before_run_ids(session, "alice")
             rows = [
                 # alice: a low event, a high one reviewed, a high one open
                 {"round": 1, "client_id": alice, "worker": 0, "severity": "low"},

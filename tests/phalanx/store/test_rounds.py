@@ -17,6 +17,7 @@ from phalanx.store import (
     NotFoundError,
     ReviewStatus,
     Severity,
+    clients,
     events,
     rounds,
     runs,
@@ -190,3 +191,23 @@ def test_a_late_reply_turns_its_rounds_missing_response_late_and_nothing_else(
     ]
     # Another run's round 1, with the same worker missing, is not touched.
     assert [tuple(row[1:]) for row in stored if row[0] == other.id] == [(1, 1, None, "missing")]
+
+
+def test_a_round_marks_the_clients_it_heard_from_as_seen_at_its_end(db_session: Session) -> None:
+    run = new_run(db_session)
+    heard, silent = new_client(db_session, "heard"), new_client(db_session, "silent")
+    later = new_client(db_session, "seen-later-elsewhere")
+    first, second = round_data(1), round_data(2)
+    future = second.finished_at.replace(year=second.finished_at.year + 1)
+    clients.touch_client(db_session, later, now=future)
+
+    rounds.record_round(db_session, run.id, first, seen_clients=[heard, later])
+    rounds.record_round(db_session, run.id, second, seen_clients=[heard, heard])
+
+    def seen(client_id: str) -> object:
+        db_session.expire_all()
+        return clients.get_client(db_session, client_id).last_seen_at
+
+    assert seen(heard) == second.finished_at
+    assert seen(silent) is None
+    assert seen(later) == future  # never moved back

@@ -116,3 +116,44 @@ def test_bulk_confirm_closes_every_open_event_of_the_clients_and_the_badge_count
             assert [e.worker for e in left] == [6]
     finally:
         engine.dispose()
+
+
+def test_a_mute_set_from_the_queue_is_lifted_by_its_unmute_button(
+    chromium: Browser, tmp_path: Path
+) -> None:
+    url, _, queue = seeded_database(tmp_path, seed_queue)
+    refused = queue.cases[6]
+    with serve(url, tmp_path / "data") as base_url:
+        context = chromium.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        log_in(page, base_url, "/cases", queue.operator)
+        card = page.locator(f"article.case[data-case='{refused}']")
+        card.locator("textarea").fill("Clock skew on that host.")
+        card.locator("input[data-mute]").check()
+        card.locator("button[data-review=dismiss]").click()
+        expect(page.locator(f"[data-reviewed-case='{refused}']")).to_contain_text("Muted:")
+
+        page.goto(f"{base_url}/cases?status=dismissed")
+        card = page.locator(f"article.case[data-case='{refused}']")
+        expect(card.locator(".muted-tag")).to_have_text("muted by alice")
+        card.locator("button[data-unmute=bad_signature]").click()
+
+        expect(page.locator(f"[data-unmuted-case='{refused}']")).to_contain_text(
+            "later events of its kinds arrive open"
+        )
+        expect(page).to_have_url(f"{base_url}/cases?status=dismissed&unmuted={refused}")
+        card = page.locator(f"article.case[data-case='{refused}']")
+        expect(card.locator(".muted-tag")).to_have_count(0)
+        expect(card.locator("button[data-unmute]")).to_have_count(0)
+        context.close()
+
+    engine = make_engine(url)
+    try:
+        with session_factory(engine)() as session:
+            entry = session.scalars(
+                select(AuditEntry).where(AuditEntry.action == "case.unmute")
+            ).one()
+            assert (entry.actor, entry.target_id) == ("alice", str(refused))
+            assert entry.details["muted_by"] == {"bad_signature": "alice"}
+    finally:
+        engine.dispose()

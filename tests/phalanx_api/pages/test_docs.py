@@ -42,5 +42,9 @@ def test_swagger_ui_lists_the_api_with_no_policy_violation(
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
         expect(tab.locator(".opblock-summary-path").first).to_be_visible(timeout=30_000)
         expect(tab.locator(".swagger-ui .title").first).to_contain_text("Phalanx")
+        back = tab.locator("nav.phalanx-back a[data-back]")
+        expect(back).to_be_visible()
+        back.click()
+        expect(tab).to_have_url(f"{base_url}/login?next=%2F")
         context.close()
     assert not problems, problems

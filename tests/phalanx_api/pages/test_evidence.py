@@ -82,6 +82,23 @@ def test_the_agreeing_group_is_shown_from_the_round_s_record_checked_by_its_dige
     assert group((0, 1, 2, 3, 5)).startswith("6 workers (the round's record lists another")
 
 
+def test_disagreeing_with_the_whole_agreeing_group_is_said_once_not_listed_twice() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {4}))
+    stored = verdict.evidence[4].to_dict()
+    members = AgreementRecord.from_verdict(verdict).agreeing
+
+    facts = dict(explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored, members).facts)
+    partial = {**stored, "disagreed_with": [0, 1]}
+    some = dict(explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, partial, members).facts)
+
+    assert facts["Agreeing group"] == "workers 0, 1, 2, 3, 5 and 6"
+    assert facts["Disagreed with"] == "every worker of the agreeing group"
+    assert some["Disagreed with"] == "workers 0 and 1"
+    unknown = dict(explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored, None).facts)
+    assert unknown["Disagreed with"] == "workers 0, 1, 2, 3, 5 and 6"  # the group is not listed
+
+
 def test_an_event_recorded_before_rounds_kept_the_group_still_shows_its_own_list() -> None:
     words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, {"clique": [0, 1, 2, 3, 5, 6]})
     assert dict(words.facts)["Agreeing group"] == "workers 0, 1, 2, 3, 5 and 6"

@@ -56,12 +56,12 @@ def test_the_operator_sees_who_agreed_on_the_queue_and_through_the_api(
         (card,) = review_queue(session, EventFilter(run_id=run_id)).cards
         assert "clique" not in card.event.evidence
         assert card.event.evidence["agreeing"]["count"] == 14
-        assert dict(card.explanation.facts)["Agreeing group"] == (
-            "workers 0, 1, 2, 3, 5, 6, 7, 8, 9, 10 and 4 more"
-        )
+        facts = dict(card.explanation.facts)
+        assert facts["Agreeing group"] == "workers 0, 1, 2, 3 and 5 to 14"  # all 14 named
+        assert facts["Disagreed with"] == "every worker of the agreeing group"
     assert post_login(fresh_client, fresh_keys.viewer).status_code == 303
     queue = fresh_client.get("/events", params={"run_id": run_id}, headers=HTML).text
-    assert "Agreeing group" in queue and "workers 0, 1, 2, 3, 5, 6, 7, 8, 9, 10 and 4 more" in queue
+    assert "Agreeing group" in queue and "workers 0, 1, 2, 3 and 5 to 14" in queue
     detail = fresh_client.get(
         f"/api/v1/runs/{run_id}/rounds/1", headers=fresh_keys.headers("viewer")
     ).json()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,46 +12,25 @@ from phalanx.store import (
     AuditEntry,
     Client,
     ClientStatus,
-    DetectionCase,
     DetectionEvent,
-    EventData,
     ReviewStatus,
-    RoundData,
-    Severity,
-    rounds,
-    runs,
 )
-from tests.support.factories import Keys, TestClient, seed_run_with_events
+from tests.support.factories import (
+    Keys,
+    TestClient,
+    case_ids,
+    record_more,
+    seed_run_with_events,
+)
 
 CASES = "/api/v1/cases"
 FLAG, REFUSAL, FAULT = "outside_max_clique", "bad_signature", "worker_error"
-
-
-def case_ids(sessions: sessionmaker[Session], run_id: str) -> dict[str | None, int]:
-    """The run's cases by client id."""
-    with sessions() as session:
-        rows = session.scalars(select(DetectionCase).where(DetectionCase.run_id == run_id))
-        return {row.client_id: row.id for row in rows}
 
 
 def events_of(sessions: sessionmaker[Session], run_id: str) -> list[DetectionEvent]:
     with sessions() as session:
         query = select(DetectionEvent).where(DetectionEvent.run_id == run_id)
         return list(session.scalars(query.order_by(DetectionEvent.id)))
-
-
-def record_more(sessions: sessionmaker[Session], run_id: str, client_id: str, *kinds: str) -> None:
-    """Record one more round of the run with an event of each kind for the client."""
-    with sessions.begin() as session:
-        number = (runs.get_run(session, run_id).current_round or 0) + 1
-        now = datetime(2025, 2, 1, tzinfo=UTC)
-        found = [
-            EventData(kind=k, severity=Severity.HIGH, worker=0, client_id=client_id, evidence={})
-            for k in kinds
-        ]
-        rounds.record_round(
-            session, run_id, RoundData(number=number, started_at=now, finished_at=now), found
-        )
 
 
 def test_the_listing_gives_one_case_per_client_with_counts_rounds_and_evidence(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import uuid
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from tests.support.factories import (
     register,
     register_and_prove,
     seed_client,
+    seed_run,
     sign_b64,
 )
 
@@ -328,7 +330,30 @@ def test_listing_filters_by_status_and_pages(
     assert seen == [f"approved-{index}" for index in range(5)]
 
 
-@pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 501}, {"offset": -1}, {"status": "x"}])
+def test_simulated_workers_are_listed_with_their_run_never_in_the_registry(
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
+) -> None:
+    run_id = seed_run(fresh_sessions, name="quick")
+    with fresh_sessions.begin() as session:
+        real = seed_client(session, "lab-machine")
+        workers = [seed_client(session, f"quick/worker-{w}", run_id=run_id) for w in range(3)]
+    viewer = fresh_keys.headers("viewer")
+
+    registry = fresh_client.get(CLIENTS, headers=viewer).json()["items"]
+    of_run = fresh_client.get(CLIENTS, params={"run_id": run_id}, headers=viewer).json()["items"]
+    one = fresh_client.get(f"{CLIENTS}/{workers[0]}", headers=viewer).json()
+
+    assert [(c["id"], c["run_id"]) for c in registry] == [(real, None)]
+    assert [c["id"] for c in of_run] == workers
+    assert one["run_id"] == run_id
+    other = fresh_client.get(CLIENTS, params={"run_id": str(uuid.uuid4())}, headers=viewer)
+    assert other.status_code == 200 and other.json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"limit": 0}, {"limit": 501}, {"offset": -1}, {"status": "x"}, {"run_id": "1 OR 1=1"}],
+)
 def test_bad_listing_parameters_are_422(
     params: dict[str, Any], client: TestClient, api_keys: Keys
 ) -> None:

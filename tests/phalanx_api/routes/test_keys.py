@@ -24,7 +24,7 @@ def test_a_created_key_works_at_once_and_not_after_revocation(
     assert client.get("/api/v1/runs", headers=new).status_code == 200
     assert client.get(KEYS, headers=new).status_code == 403
 
-    listed = client.get(KEYS, headers=admin).json()
+    listed = client.get(KEYS, headers=admin).json()["items"]
     assert key["id"] in [k["id"] for k in listed]
     assert all("secret" not in k for k in listed)
 
@@ -34,8 +34,8 @@ def test_a_created_key_works_at_once_and_not_after_revocation(
     refused = client.get("/api/v1/runs", headers=new)
     assert refused.status_code == 401
     assert "revoked" in refused.json()["detail"]
-    assert key["id"] not in [k["id"] for k in client.get(KEYS, headers=admin).json()]
-    everything = client.get(KEYS, params={"include_revoked": True}, headers=admin).json()
+    assert key["id"] not in [k["id"] for k in client.get(KEYS, headers=admin).json()["items"]]
+    everything = client.get(KEYS, params={"include_revoked": True}, headers=admin).json()["items"]
     assert key["id"] in [k["id"] for k in everything]
 
 

@@ -44,6 +44,8 @@ from tests.support.factories import (
     post_login,
     register,
     register_and_prove,
+    seed_client,
+    seed_run,
     settings_for,
 )
 from tests.support.flagged_runs import Seeded, seed_detected_run
@@ -91,7 +93,7 @@ def log_in(client: TestClient, secret: str) -> str:
 # ------------------------------------------------------------------ access
 
 
-@pytest.mark.parametrize("path", ["/", "/clients", "/events", "/runs/{run}"])
+@pytest.mark.parametrize("path", ["/", "/clients", "/events", "/runs/{run}", "/overview/panels"])
 def test_without_a_session_a_browser_goes_to_login_and_a_script_gets_401(
     path: str, client: TestClient, seeded: Seeded
 ) -> None:
@@ -299,6 +301,30 @@ def test_an_operator_cancels_a_running_run_from_its_page(
 
 
 # ------------------------------------------------------------------- clients
+
+
+def test_simulated_workers_are_counted_on_their_run_page_not_listed_as_clients(
+    client: TestClient, keys_: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id = seed_run(sessions, name="quick")
+    with sessions.begin() as session:
+        seed_client(session, "lab-machine")
+        for worker in range(3):
+            seed_client(session, f"quick/worker-{worker}", run_id=run_id)
+    log_in(client, keys_.viewer)
+
+    run_page = client.get(f"/runs/{run_id}", headers=HTML).text
+    clients_page = client.get("/clients", headers=HTML).text
+    workers_page = client.get(f"/clients?run_id={run_id}", headers=HTML).text
+
+    assert 'data-simulated-workers="3"' in run_page
+    assert f'<a href="/clients?run_id={run_id}">3 simulated workers</a>' in run_page
+    assert "lab-machine" in clients_page and "quick/worker-" not in clients_page
+    assert "data-simulated-note" in clients_page
+    assert f'data-run-workers="{run_id}"' in workers_page
+    assert workers_page.count('<tr data-client="') == 3 and "lab-machine" not in workers_page
+    assert "Workers of run quick" in workers_page
+    assert client.get("/clients?run_id=x", headers=HTML).status_code == 422
 
 
 def test_clients_show_their_events_and_operators_change_their_status(

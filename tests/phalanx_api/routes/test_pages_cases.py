@@ -27,7 +27,7 @@ from phalanx.store import (
     runs,
 )
 from tests.support.factories import Keys, TestClient, post_login
-from tests.support.flagged_runs import seed_detected_run
+from tests.support.flagged_runs import Seeded, seed_detected_run
 
 HTML = {"Accept": "text/html,application/xhtml+xml"}
 
@@ -68,6 +68,8 @@ def test_the_queue_shows_one_card_per_client_with_its_rounds_and_evidence(
     assert "rounds 1 to 3" in liar and "3 events" in liar
     assert "Worker 2 disagreed with workers 0, 1, 3 and 4" in liar  # round 3: 6 was refused
     assert "Latest, also the strongest: round 3" in liar
+    assert "does not list them" not in liar  # the agreeing group, read from the round
+    assert re.search(r"Agreeing group</dt><dd>workers [0-9, and]+</dd>", liar)
     assert "<code>outside_max_clique</code> ×3" in liar
     forger = card(page, case_of(fresh_sessions, seeded.clients[6]).id)
     assert "signature does not verify" in forger
@@ -122,14 +124,22 @@ def test_bulk_confirm_closes_every_open_event_bans_and_the_badge_counts_cases(
             assert banned is not None and banned.status == ClientStatus.BANNED
 
 
-def test_dismissing_with_mute_marks_later_events_as_muted_and_by_whom(
+def muted_refusals(
     fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
-) -> None:
+) -> tuple[Seeded, str, int]:
+    """Two rounds; the refused worker's case dismissed from the page with its kind muted."""
     seeded = seed_detected_run(fresh_sessions, num_rounds=2)
     token = log_in(fresh_client, fresh_keys.operator)
     case_id = case_of(fresh_sessions, seeded.clients[6]).id
     data = {"csrf_token": token, "case_ids": str(case_id), "decision": "dismiss", "mute": "true"}
     assert fresh_client.post("/cases/review", data=data, follow_redirects=False).status_code == 303
+    return seeded, token, case_id
+
+
+def test_dismissing_with_mute_marks_later_events_as_muted_and_by_whom(
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
+) -> None:
+    seeded, _, case_id = muted_refusals(fresh_client, fresh_keys, fresh_sessions)
     with fresh_sessions.begin() as session:
         now = datetime(2025, 3, 1, tzinfo=UTC)
         refusal = EventData(
@@ -151,6 +161,62 @@ def test_dismissing_with_mute_marks_later_events_as_muted_and_by_whom(
     assert 'data-muted-by="operator-key"' in shown
     assert "Arrived dismissed: its kind was muted by operator-key." in shown
     assert "signature does not verify" in shown  # stored, never hidden
+
+
+def test_the_unmute_button_lifts_the_mute_and_later_events_arrive_open(
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
+) -> None:
+    seeded, token, case_id = muted_refusals(fresh_client, fresh_keys, fresh_sessions)
+    shown = card(fresh_client.get("/cases?status=dismissed", headers=HTML).text, case_id)
+    assert 'data-unmute="bad_signature"' in shown
+
+    unmute = {"csrf_token": token, "kind": "bad_signature", "back": "/cases?status=all"}
+    answer = fresh_client.post(f"/cases/{case_id}/unmute", data=unmute, follow_redirects=False)
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/cases?status=all&unmuted={case_id}"
+    page = fresh_client.get(answer.headers["location"], headers=HTML).text
+    assert f'data-unmuted-case="{case_id}"' in page
+    assert "later events of its kinds arrive open" in page
+    assert 'data-unmute="bad_signature"' not in card(page, case_id)
+    again = fresh_client.post(f"/cases/{case_id}/unmute", data=unmute, headers=HTML)
+    assert again.status_code == 409 and "is not muted" in again.text
+    with fresh_sessions.begin() as session:
+        now = datetime(2025, 3, 1, tzinfo=UTC)
+        refusal = EventData(
+            kind="bad_signature", severity=Severity.HIGH, worker=6, client_id=seeded.clients[6]
+        )
+        rounds.record_round(
+            session, seeded.run_id, RoundData(number=3, started_at=now, finished_at=now), [refusal]
+        )
+    assert case_of(fresh_sessions, seeded.clients[6]).open_count == 1
+
+
+def test_a_hostile_unmute_form_is_4xx_and_a_viewer_cannot_unmute(
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
+) -> None:
+    seeded = seed_detected_run(fresh_sessions, num_rounds=1)
+    token = log_in(fresh_client, fresh_keys.operator)
+    case_id = case_of(fresh_sessions, seeded.clients[6]).id
+    for path, data, status in (
+        (f"/cases/{case_id}/unmute", {"kind": "DROP TABLE"}, 422),
+        (f"/cases/{case_id}/unmute", {"kind": "x" * 65}, 422),
+        (f"/cases/{case_id}/unmute", {"note": "a\x00b"}, 422),
+        ("/cases/0/unmute", {}, 422),
+        (f"/cases/{2**63}/unmute", {}, 422),
+        (f"/cases/{2**62}/unmute", {}, 404),
+        (f"/cases/{case_id}/unmute", {}, 409),  # nothing muted
+    ):
+        refused = fresh_client.post(
+            path, data={"csrf_token": token, **data}, headers=HTML, follow_redirects=False
+        )
+        assert refused.status_code == status, (path, data, refused.text)
+    fresh_client.post("/logout", data={"csrf_token": token})
+    viewer_token = log_in(fresh_client, fresh_keys.viewer)
+    viewer = fresh_client.post(
+        f"/cases/{case_id}/unmute", data={"csrf_token": viewer_token}, follow_redirects=False
+    )
+    assert viewer.status_code == 403
 
 
 @pytest.mark.parametrize(
