@@ -285,7 +285,10 @@ class RoundOut(_Out):
     metrics: dict[str, Any]
     num_flagged: int
     num_rejected: int
-    assignment: dict[str, Any] = Field(description="Assignment summary.")
+    assignment: dict[str, Any] = Field(
+        description="Assignment summary; with local data, `samples`: the sample count each "
+        "accepted client reported, by worker index."
+    )
     model_digest: str | None
 
 

@@ -14,7 +14,6 @@ Every process is stopped by its pid at the end, and none may be left.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,16 +38,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 DELAY_S = 20.0
 ROUNDS = 5
-
-
-@pytest.fixture
-def started() -> Iterator[list[ManagedProcess]]:
-    processes: list[ManagedProcess] = []
-    yield processes
-    tree = [p for process in processes for p in process.descendants()]
-    for process in reversed(processes):
-        process.stop()
-    assert [p for p in tree if p.alive()] == [], "a process outlived the test"
 
 
 def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
