@@ -3,17 +3,21 @@ a deployed run executed over a Grid test double."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
+from phalanx.flower.deployment.backend import DeploymentBackend
+from phalanx.flower.deployment.control import FlowerControl
 from phalanx.flower.server_app import GridFederation
 from phalanx.identity import (
     PrivateKey,
     generate_private_key,
     public_key_fingerprint,
     public_key_to_pem,
+    save_private_key,
 )
 from phalanx.runs.enrolled import EnrolledRoster
 from phalanx.runs.executor import execute
@@ -79,3 +83,20 @@ def execute_on_grid(
         checkpoint_dir=checkpoint_dir,
     )
     return run_id
+
+
+def admit_clients(
+    sessions: sessionmaker[Session], control: FlowerControl, names: Iterable[str], tmp_path: Path
+) -> tuple[DeploymentBackend, dict[str, str]]:
+    """Approve a client per name, its key saved as ``tmp_path/keys/NAME.key``; admit them all.
+
+    Returns the deployment backend (its logs under ``tmp_path/logs``) and each name's client id.
+    """
+    ids = {}
+    (tmp_path / "keys").mkdir()
+    for name in names:
+        ids[name], key = add_client(sessions, name)
+        save_private_key(tmp_path / "keys" / f"{name}.key", key)
+    deployment = DeploymentBackend(sessions, control, tmp_path / "logs")
+    deployment.admit()
+    return deployment, ids

@@ -34,11 +34,10 @@ from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.deployment.processes import ManagedProcess, free_port, wait_until
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.flower.deployment.supernode import SuperNodeOptions, start_supernode
-from phalanx.identity import save_private_key
 from phalanx.runs.dispatcher import Dispatcher
 from phalanx.store import RunStatus, rounds, runs
 from phalanx.store.models import DetectionEvent, Round, WorkerResponseRow
-from tests.support.deployment import add_client
+from tests.support.deployment import admit_clients
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -97,13 +96,7 @@ def _federation(
 ) -> tuple[DeploymentBackend, dict[str, str]]:
     """Approve a client per node, start its SuperNode with its own data-path; wait for all."""
     link, control = superlink
-    ids = {}
-    (tmp_path / "keys").mkdir()
-    for name in data_paths:
-        ids[name], key = add_client(sessions, name)
-        save_private_key(tmp_path / "keys" / f"{name}.key", key)
-    deployment = DeploymentBackend(sessions, control, tmp_path / "logs")
-    deployment.admit()
+    deployment, ids = admit_clients(sessions, control, data_paths, tmp_path)
     for name, data_path in data_paths.items():
         identity = NodeIdentity(
             ids[name], tmp_path / "keys" / f"{name}.key", data_path=f"npz:{data_path}"
