@@ -285,10 +285,7 @@ class RoundOut(_Out):
     metrics: dict[str, Any]
     num_flagged: int
     num_rejected: int
-    assignment: dict[str, Any] = Field(
-        description="Assignment summary; with local data, `samples`: the sample count each "
-        "accepted client reported, by worker index."
-    )
+    assignment: dict[str, Any] = Field(description="Assignment summary.")
     model_digest: str | None
 
 

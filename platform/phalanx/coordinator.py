@@ -370,7 +370,7 @@ class Coordinator:
             bytes_up=sum(r.num_bytes for r in replies),
             bytes_down=bytes_down,
             timings=timings,
-            assignment=_assignment_summary(assignment, checks.samples if self._local else None),
+            assignment=_assignment_summary(assignment),
             model_digest=model_digest(self.params),
             metrics={
                 **step.metrics(),
@@ -758,22 +758,12 @@ class _Step:
         }
 
 
-def _assignment_summary(
-    assignment: Assignment, samples: Mapping[int, int] | None = None
-) -> dict[str, object]:
-    """Return the round's assignment in a few numbers; with local data, the sample counts.
-
-    ``samples``: the count each accepted reply claimed (signed), by worker, keyed by the
-    worker's index as text; its weight in ``mean`` is capped (the round's ``count_cap``).
-    """
+def _assignment_summary(assignment: Assignment) -> dict[str, object]:
     loads = [len(assignment.files_of(w)) for w in range(assignment.num_workers)]
-    summary: dict[str, object] = {
+    return {
         "scheme": assignment.scheme,
         "num_workers": assignment.num_workers,
         "r": assignment.replication,
         "num_files": assignment.num_files,
         "files_per_worker": [min(loads, default=0), max(loads, default=0)],
     }
-    if samples is not None:
-        summary["samples"] = {str(w): n for w, n in sorted(samples.items())}
-    return summary

@@ -3,7 +3,7 @@
 Each node's ClientApp (the real ``enrolled_app`` handler, through a Grid test double)
 trains on the file its node config names. The run's own dataset, which the coordinator
 evaluates on, holds 500 training samples; the clients' files hold 40, 50 and 300, and those
-are the counts every round records: nobody trained on a part of the run's dataset. The
+are the counts every reply signs: nobody trained on a part of the run's dataset. The
 coordinator knows no partition, so a claim counts for at most 4 x the round's median.
 """
 
@@ -14,15 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from flwr.app import Message
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
 from phalanx.flower.deployment.node_config import DATA_PATH_KEY, NodeIdentity
+from phalanx.flower.records import REPLY
 from phalanx.identity import save_private_key
 from phalanx.local_rounds import MEDIAN_MULTIPLE
 from phalanx.store import EventFilter, RunStatus, events, rounds, runs
-from phalanx.store.models import WorkerResponseRow
 from phalanx_clients.app import EnrolledWorker, build_client_app
 from tests.support.deployment import add_client, execute_on_grid
 from tests.support.fake_grid import FakeGrid, server_task_identity
@@ -41,7 +41,7 @@ def _images(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray
     return rng.random((size, 8, 8), dtype=np.float32), labels
 
 
-def test_each_client_trains_on_its_own_file_and_the_round_records_its_count(
+def test_each_client_trains_on_its_own_file_and_a_claim_weighs_at_most_4x_the_median(
     sqlite_sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
     rng = np.random.default_rng(0)
@@ -50,7 +50,6 @@ def test_each_client_trains_on_its_own_file_and_the_round_records_its_count(
     x_test, y_test = _images(rng, 50)
     np.savez(run_data, x_train=x, y_train=y, x_test=x_test, y_test=y_test)
     node_configs: dict[int, dict[str, str]] = {}
-    client_of_node: dict[int, str] = {}
     for node, size in SIZES.items():
         client_id, key = add_client(sqlite_sessions, f"client-{node}", node_id=node)
         save_private_key(tmp_path / f"{node}.key", key)
@@ -63,7 +62,6 @@ def test_each_client_trains_on_its_own_file_and_the_round_records_its_count(
             "phalanx-key": str(identity.key_path),
             DATA_PATH_KEY: str(identity.data_path),
         }
-        client_of_node[node] = client_id
     config = RunConfig.model_validate(
         {
             "name": "own-data",
@@ -82,8 +80,18 @@ def test_each_client_trains_on_its_own_file_and_the_round_records_its_count(
             "deployment": {"backend": "deployment"},
         }
     )
+    claimed: dict[int, list[int | None]] = {node: [] for node in SIZES}
+
+    def observe(index: int, reply: Message) -> Message:  # each reply as its node sent it
+        record = reply.content.config_records[REPLY]
+        claimed[list(SIZES)[index]].append(record.get("num_samples"))  # type: ignore[arg-type]
+        return reply
+
     grid = FakeGrid(
-        build_client_app(EnrolledWorker(environ={})), list(SIZES), node_configs=node_configs
+        build_client_app(EnrolledWorker(environ={})),
+        list(SIZES),
+        observe,
+        node_configs=node_configs,
     )
 
     run_id = execute_on_grid(sqlite_sessions, config, grid, tmp_path / "checkpoints")
@@ -93,14 +101,8 @@ def test_each_client_trains_on_its_own_file_and_the_round_records_its_count(
         assert runs.get_partition(session, run_id) is None  # the coordinator made none
         recorded = rounds.list_rounds(session, run_id)
         assert events.list_events(session, EventFilter(run_id=run_id), limit=10).items == []
-        responses = session.scalars(
-            select(WorkerResponseRow).where(WorkerResponseRow.run_id == run_id)
-        )
-        client_of_worker = {row.worker: row.client_id for row in responses}
-    expected = {client_of_node[node]: size for node, size in SIZES.items()}
+    assert claimed == {node: [size, size] for node, size in SIZES.items()}
     cap = MEDIAN_MULTIPLE * 50
     for r in recorded:
-        claims = r.assignment["samples"].items()
-        assert {client_of_worker[int(w)]: n for w, n in claims} == expected
         assert (r.metrics["count_cap"], r.metrics["capped_claims"]) == (cap, 1.0)
         assert r.metrics["samples_weighted"] == 40 + 50 + cap
