@@ -110,6 +110,14 @@ def client_start(
         int, typer.Option(help="Local port for this SuperNode's ClientApps.")
     ] = DEFAULT_RUNTIME_PORT,
     flwr_home: Annotated[Path | None, typer.Option(help="FLWR_HOME of the SuperNode.")] = None,
+    data_path: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PHALANX_DATA_PATH",
+            help="This client's own data, for runs with data.mode = 'local': npz:PATH or "
+            "idx:DIR (or a bare .npz file or IDX directory). It never leaves this machine.",
+        ),
+    ] = None,
 ) -> None:
     """Start this machine's SuperNode with the Phalanx ClientApp; it connects once approved."""
     from phalanx.flower.deployment.node_config import NodeIdentity
@@ -125,6 +133,7 @@ def client_start(
         client_id=client_id or _saved_client_id(key),
         key_path=key.resolve(),
         byzantine=byzantine or None,
+        data_path=_absolute_data_path(data_path) if data_path else None,
     )
     options = SuperNodeOptions(
         superlink=superlink,
@@ -158,6 +167,26 @@ def _check_root_certificates(path: Path) -> None:
             "that signed the SuperLink's certificate (ca.pem)",
             param_hint="--root-certificates",
         ) from exc
+
+
+def _absolute_data_path(data_path: str) -> str:
+    """Name ``data_path`` with an absolute path (relative to here), refusing one not there.
+
+    The ClientApp would take a relative path inside its datasets directory instead.
+    """
+    from phalanx.node_data import NodeDataError, data_spec
+
+    try:
+        spec = data_spec(data_path)
+    except NodeDataError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data-path") from exc
+    prefix, _, path = spec.partition(":")
+    if not path:  # a built-in dataset's name
+        return spec
+    target = Path(path).expanduser().resolve()
+    if not target.exists():
+        raise typer.BadParameter(f"{target} does not exist", param_hint="--data-path")
+    return f"{prefix}:{target}"
 
 
 def _check_byzantine(attack: str) -> None:

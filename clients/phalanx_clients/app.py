@@ -23,8 +23,12 @@ never a crash: the coordinator records it as that worker's fault.
 
 With local data (``data.mode = "local"``), a simulated worker's data is its part of
 the run's seeded partition of the dataset (:mod:`phalanx.local_data`), the same
-part whichever process derives it. (A deployed client reading its own
-``data-path`` is not built yet; the run config refuses local data in deployment.)
+part whichever process derives it. A deployed client trains on the data its own
+node config names (``data-path``, :mod:`phalanx.node_data`) and nothing else: the
+run's dataset name, which the coordinator sends, is never read by it then, so
+nothing the coordinator sends chooses a file on the client's machine. A node that
+names no data, or whose data is unreadable, replies with a fault of its own; one
+whose data does not fit the run's model, with a ``data_mismatch`` fault.
 """
 
 from __future__ import annotations
@@ -47,10 +51,11 @@ from flwr.clientapp import ClientApp
 
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
-from phalanx.flower.deployment.node_config import NodeIdentity
+from phalanx.flower.deployment.node_config import BYZANTINE_KEY, NodeConfigError, NodeIdentity
 from phalanx.flower.records import fault_content, read_task, reply_content
 from phalanx.identity import PrivateKey, load_private_key_file
 from phalanx.local_data import client_data, run_partition
+from phalanx.node_data import load_node_data
 from phalanx.partitions import Partition
 from phalanx.replies import Task
 from phalanx.roster import simulated_identity
@@ -76,13 +81,20 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WorkerIdentity:
-    """Who answers a task: client id, signing key, Flower node (when bound) and behaviour."""
+    """Who answers a task: client id, signing key, Flower node (when bound) and behaviour.
+
+    ``own_data``: a deployed client, which trains on local-data tasks on what its node
+    config names (``data_path``, ``None`` when it names nothing), never on a part of
+    the run's dataset.
+    """
 
     client_id: str
     private_key: PrivateKey
     node_id: int | None = None
     behaviour: Behaviour | None = None
     delay_s: float = 0.0
+    own_data: bool = False
+    data_path: str | None = None
 
 
 class IdentitySource(Protocol):
@@ -158,11 +170,17 @@ class EnrolledWorker:
         Raises
         ------
         phalanx.flower.deployment.node_config.NodeConfigError
-            When neither the node config nor the environment says who this client is.
+            When neither the node config nor the environment says who this client is,
+            or when a Byzantine switch meets a local-data task.
         """
         node = NodeIdentity.resolve(
             context.node_config, os.environ if self.environ is None else self.environ
         )
+        if node.byzantine and task.model_shape is not None:
+            raise NodeConfigError(
+                f"{BYZANTINE_KEY} lies on assigned files; it is not available with local "
+                "data (data.mode = 'local') yet: start this SuperNode without it"
+            )
         key_path = node.key_path.expanduser().resolve()
         return WorkerIdentity(
             client_id=node.client_id,
@@ -170,6 +188,8 @@ class EnrolledWorker:
             node_id=int(context.node_id),
             behaviour=byzantine_behaviour(node.byzantine, task.worker) if node.byzantine else None,
             delay_s=node.delay_s,
+            own_data=True,
+            data_path=node.data_path,
         )
 
 
@@ -185,9 +205,16 @@ def _partition(config_json: str) -> Partition:
     return run_partition(config, _train_set(data.dataset, data.num_classes))[0]
 
 
-def _worker_data(config_json: str, task: Task) -> ImageDataset:
-    """Return the data worker ``task.worker`` trains on: the dataset, or its own part of it."""
+def _worker_data(config_json: str, task: Task, who: WorkerIdentity) -> ImageDataset:
+    """Return the data a worker trains on for ``task``.
+
+    Assigned data: the run's dataset. Local data: a deployed client's own data (its
+    node config's ``data-path``, nothing the coordinator names), or a simulated
+    worker's part of the run's partition.
+    """
     data = _run_config(config_json).data
+    if task.model_shape is not None and who.own_data:
+        return load_node_data(who.data_path, task.model_shape, like=data.dataset)
     train = _train_set(data.dataset, data.num_classes)
     if task.model_shape is None:
         return train
@@ -224,7 +251,7 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
             who = source(task, config, context)
             worker = Worker(
                 config=config,
-                train_set=_worker_data(config_json, task),
+                train_set=_worker_data(config_json, task, who),
                 client_id=who.client_id,
                 private_key=who.private_key,
                 behaviour=who.behaviour,

@@ -472,16 +472,11 @@ class RunConfig(_Section):
                 "data.mode = 'local' a client's training is set by data.local (epochs or "
                 "steps, batch_size, lr, optimizer)"
             )
-        if self.deployment.backend == "deployment":
-            if self.data.partition is not None:
-                raise ValueError(
-                    "data.partition divides a dataset among simulated clients; a deployed "
-                    "client trains on the data its node config names (data-path)"
-                )
+        if self.deployment.backend == "deployment" and self.data.partition is not None:
             raise ValueError(
-                "data.mode = 'local' in a deployment: a deployed client reading its own data "
-                "(data-path in its node config) is not built yet; run local data in "
-                "simulation (deployment.backend = 'simulation')"
+                "data.partition divides a dataset among simulated clients; a deployed "
+                "client trains on the data its node config names (data-path): leave "
+                "data.partition out"
             )
         if self.attack.q > 0:
             raise ValueError(

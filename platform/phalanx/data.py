@@ -83,6 +83,7 @@ __all__ = [
     "DatasetOutsideError",
     "ImageDataset",
     "Split",
+    "build_dataset",
     "check_dataset",
     "confined_dataset",
     "datasets_dir",
@@ -92,6 +93,7 @@ __all__ = [
     "load_fashion_mnist",
     "load_idx",
     "load_npz",
+    "normalisation",
     "read_idx",
     "read_split",
     "round_batch",
@@ -216,7 +218,7 @@ def load_idx(
         images_source=str(images_path),
         labels_source=str(labels_path),
     )
-    return _build(split, name=name, num_classes=num_classes, mean=mean, std=std)
+    return build_dataset(split, name=name, num_classes=num_classes, mean=mean, std=std)
 
 
 def load_fashion_mnist(split: Split, root: Path | None = None) -> ImageDataset:
@@ -293,7 +295,7 @@ def load_npz(
         arrays = [npz_array(path, k, source=source) for k in label_keys]
         tops = [int(a.max()) for a in arrays if a.size and np.issubdtype(a.dtype, np.integer)]
         num_classes = max(tops) + 1 if tops else None
-    return _build(raw, name=name, num_classes=num_classes, mean=mean, std=std)
+    return build_dataset(raw, name=name, num_classes=num_classes, mean=mean, std=std)
 
 
 def load_digits(split: Split) -> ImageDataset:
@@ -337,10 +339,10 @@ def load_dataset(
         If the data breaks a rule of :mod:`phalanx.data_checks`.
     """
     raw = read_split(name, split, root)
-    mean, std = _NORMALISATION.get(name, (0.5, 0.5))
+    mean, std = normalisation(name)
     if num_classes is None:
         num_classes = num_classes_of(name, root)
-    return _build(raw, name=f"{name}/{split}", num_classes=num_classes, mean=mean, std=std)
+    return build_dataset(raw, name=f"{name}/{split}", num_classes=num_classes, mean=mean, std=std)
 
 
 _NORMALISATION = {
@@ -349,9 +351,27 @@ _NORMALISATION = {
 }
 
 
-def _build(
+def normalisation(name: str) -> tuple[float, float]:
+    """Return the ``(mean, std)`` a dataset's pixels are standardised by, once in ``[0, 1]``.
+
+    Fashion-MNIST's and digits' own; ``(0.5, 0.5)`` for every other name.
+    """
+    return _NORMALISATION.get(name, (0.5, 0.5))
+
+
+def build_dataset(
     split: RawSplit, *, name: str, num_classes: int | None, mean: float, std: float
 ) -> ImageDataset:
+    """Check one split as stored and return it scaled, standardised and ready for a model.
+
+    ``num_classes``: ``None`` infers ``max(label) + 1`` of this split alone; a stated
+    one refuses labels outside ``0 .. num_classes - 1``.
+
+    Raises
+    ------
+    DataError
+        On the first rule of :mod:`phalanx.data_checks` the split breaks.
+    """
     images, labels = checked_split(split)
     if num_classes is None:
         num_classes = int(labels.max()) + 1

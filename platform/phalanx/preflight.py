@@ -33,7 +33,8 @@ def check_run_data(config: RunConfig, root: Path | None = None) -> DatasetFacts:
     config : RunConfig
         The run; ``data.dataset``, ``data.num_classes``, ``data.model``, the
         batch size and the assignment's files per round are checked (with local
-        data: a sample at least for every client's part of the partition).
+        data in simulation: a sample at least for every client's part of the
+        partition).
     root : Path, optional
         The datasets directory (see :func:`phalanx.data.datasets_dir`).
 
@@ -58,7 +59,9 @@ def check_run_data(config: RunConfig, root: Path | None = None) -> DatasetFacts:
         root=root,
     )
     clients = config.assignment.num_workers
-    if local and facts.train_size < clients:
+    # A deployed client trains on its own data: the run's dataset gives the model and the
+    # evaluation only, so the parts are counted in simulation alone.
+    if local and config.deployment.backend == "simulation" and facts.train_size < clients:
         raise DataError(
             f"{config.data.dataset}: {facts.train_size} training samples for {clients} clients; "
             "data.mode = 'local' gives each client a part of at least one sample: lower "

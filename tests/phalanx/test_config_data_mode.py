@@ -1,7 +1,8 @@
 """The data mode of a run config: local data's settings checked, r > 1 refused, simulation runs.
 
-``data.mode = "local"`` runs in simulation (``phalanx.local_rounds``); what it cannot do yet
-(a deployed client's own data, simulated attacks, the systems model) is refused in words.
+``data.mode = "local"`` runs in simulation (``phalanx.local_rounds``) and in a deployment (each
+client reads the data its node config names); what it cannot do yet (simulated attacks, the
+systems model) and a partition in a deployment are refused in words.
 """
 
 from __future__ import annotations
@@ -151,14 +152,20 @@ def test_settings_the_mode_would_not_read_are_refused_in_words(
     assert expected in refusal(config)
 
 
+def test_a_deployment_takes_local_data_with_no_partition_and_round_trips() -> None:
+    config = RunConfig.model_validate(local(deployment={"backend": "deployment"}))
+
+    assert (config.data.mode, config.data.partition, config.deployment.backend) == (
+        "local",
+        None,
+        "deployment",
+    )
+    assert RunConfig.model_validate(config.model_dump(mode="json")) == config
+
+
 @pytest.mark.parametrize(
     ("sections", "expected"),
     [
-        (
-            {"deployment": {"backend": "deployment"}},
-            "data.mode = 'local' in a deployment: a deployed client reading its own data "
-            "(data-path in its node config) is not built yet",
-        ),
         (
             {"attack": {"name": "sign_flip", "q": 2}},
             "attack.q > 0 with data.mode = 'local': the simulated attacks compute on assigned "

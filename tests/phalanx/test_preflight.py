@@ -60,3 +60,10 @@ def test_local_data_needs_a_sample_per_client_not_a_round_of_files() -> None:
     assert check_run_data(many).train_size == 1438
     with pytest.raises(DataError, match="1438 training samples for 2000 clients"):
         check_run_data(too_many)
+
+
+def test_a_deployment_counts_no_parts_of_the_runs_dataset() -> None:
+    # Its clients train on their own data: the run's dataset gives the model and evaluation.
+    deployed = local_config(assignment={"num_workers": 2000}, deployment={"backend": "deployment"})
+
+    assert check_run_data(deployed).train_size == 1438

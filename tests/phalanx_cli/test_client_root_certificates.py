@@ -13,31 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-import phalanx_cli.client
 from phalanx_cli.main import app
-
-
-@pytest.fixture
-def no_exec(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """Stub the exec of Flower; return the commands the CLI would have replaced itself with."""
-    started: list[list[str]] = []
-
-    def record(command: list[str], extra_env: dict[str, str]) -> None:
-        started.append(command)
-        raise typer.Exit(0)
-
-    monkeypatch.setattr(phalanx_cli.client, "exec_flower", record)
-    return started
-
-
-@pytest.fixture
-def client_key(tmp_path: Path) -> Path:
-    result = CliRunner().invoke(app, ["client", "keygen", "--out", str(tmp_path / "client.key")])
-    assert result.exit_code == 0, result.output
-    return tmp_path / "client.key"
 
 
 @pytest.mark.parametrize(

@@ -1,17 +1,27 @@
-"""What the deployment tests share: their run config, and clients put straight into the store."""
+"""What the deployment tests share: their run config, clients put straight into the store, and
+a deployed run executed over a Grid test double."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
+from phalanx.flower.deployment.backend import DeploymentBackend
+from phalanx.flower.deployment.control import FlowerControl
+from phalanx.flower.server_app import GridFederation
 from phalanx.identity import (
     PrivateKey,
     generate_private_key,
     public_key_fingerprint,
     public_key_to_pem,
+    save_private_key,
 )
-from phalanx.store import ClientStatus, clients
+from phalanx.runs.enrolled import EnrolledRoster
+from phalanx.runs.executor import execute
+from phalanx.store import ClientStatus, clients, runs
 
 
 def deployment_config(rounds: int = 1, *, nodes_timeout_s: float = 600.0) -> RunConfig:
@@ -49,3 +59,44 @@ def add_client(
             flower_node_id=node_id,
         )
         return client.id, key
+
+
+def execute_on_grid(
+    sessions: sessionmaker[Session], config: RunConfig, grid: object, checkpoint_dir: Path
+) -> str:
+    """Record ``config`` as a run and execute it as the deployed ServerApp would; return its id.
+
+    ``grid`` stands in for Flower's Grid (``tests.support.fake_grid``); the workers are
+    the approved clients online on it (the enrolled roster).
+    """
+    with sessions.begin() as session:
+        run_id = runs.create_run(
+            session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
+        ).id
+        runs.start_run(session, run_id, "me")
+    execute(
+        sessions,
+        run_id,
+        transport=GridFederation(grid, poll_interval=0.0),  # type: ignore[arg-type]
+        roster=EnrolledRoster(sessions),
+        claimer="me",
+        checkpoint_dir=checkpoint_dir,
+    )
+    return run_id
+
+
+def admit_clients(
+    sessions: sessionmaker[Session], control: FlowerControl, names: Iterable[str], tmp_path: Path
+) -> tuple[DeploymentBackend, dict[str, str]]:
+    """Approve a client per name, its key saved as ``tmp_path/keys/NAME.key``; admit them all.
+
+    Returns the deployment backend (its logs under ``tmp_path/logs``) and each name's client id.
+    """
+    ids = {}
+    (tmp_path / "keys").mkdir()
+    for name in names:
+        ids[name], key = add_client(sessions, name)
+        save_private_key(tmp_path / "keys" / f"{name}.key", key)
+    deployment = DeploymentBackend(sessions, control, tmp_path / "logs")
+    deployment.admit()
+    return deployment, ids

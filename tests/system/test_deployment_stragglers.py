@@ -14,7 +14,6 @@ Every process is stopped by its pid at the end, and none may be left.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,32 +22,20 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.config import RunConfig
 from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS
-from phalanx.flower.deployment.backend import DeploymentBackend
 from phalanx.flower.deployment.control import FlowerControl
 from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.deployment.processes import ManagedProcess, free_port, wait_until
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.flower.deployment.supernode import SuperNodeOptions, start_supernode
-from phalanx.identity import save_private_key
 from phalanx.runs.dispatcher import Dispatcher
 from phalanx.store import RunStatus, clients, rounds, runs
 from phalanx.store.models import DetectionEvent, WorkerResponseRow
-from tests.support.deployment import add_client
+from tests.support.deployment import admit_clients
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 DELAY_S = 20.0
 ROUNDS = 5
-
-
-@pytest.fixture
-def started() -> Iterator[list[ManagedProcess]]:
-    processes: list[ManagedProcess] = []
-    yield processes
-    tree = [p for process in processes for p in process.descendants()]
-    for process in reversed(processes):
-        process.stop()
-    assert [p for p in tree if p.alive()] == [], "a process outlived the test"
 
 
 def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
@@ -59,13 +46,7 @@ def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
 ) -> None:
     link, control = superlink
     names = ("honest-a", "honest-b", "straggler", "doomed")
-    ids = {}
-    (tmp_path / "keys").mkdir()
-    for name in names:
-        ids[name], key = add_client(sqlite_sessions, name)
-        save_private_key(tmp_path / "keys" / f"{name}.key", key)
-    deployment = DeploymentBackend(sqlite_sessions, control, tmp_path / "logs")
-    deployment.admit()
+    deployment, ids = admit_clients(sqlite_sessions, control, names, tmp_path)
 
     nodes: dict[str, ManagedProcess] = {}
     for name in names:

@@ -15,13 +15,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx.flower.deployment.node_config import NodeIdentity
-from phalanx.flower.server_app import GridFederation
 from phalanx.identity import save_private_key
-from phalanx.runs.enrolled import EnrolledRoster
-from phalanx.runs.executor import execute
 from phalanx.store import EventFilter, RunStatus, events, runs
 from phalanx_clients.app import EnrolledWorker, build_client_app
-from tests.support.deployment import add_client, deployment_config
+from tests.support.deployment import add_client, deployment_config, execute_on_grid
 from tests.support.fake_grid import FakeGrid, server_task_identity
 
 NODES = (2**64 - 3, 17, 2**63 + 5)  # Flower node ids are unsigned 64-bit
@@ -55,21 +52,9 @@ def _enrolled_nodes(
 def _deploy(
     sessions: sessionmaker[Session], tmp_path: Path, grid: FakeGrid, rounds: int = 2
 ) -> str:
-    config = deployment_config(rounds=rounds)
-    with sessions.begin() as session:
-        run_id = runs.create_run(
-            session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
-        ).id
-        runs.start_run(session, run_id, "me")
-    execute(
-        sessions,
-        run_id,
-        transport=GridFederation(grid, poll_interval=0.0),  # type: ignore[arg-type]
-        roster=EnrolledRoster(sessions),
-        claimer="me",
-        checkpoint_dir=tmp_path / "checkpoints",
+    return execute_on_grid(
+        sessions, deployment_config(rounds=rounds), grid, tmp_path / "checkpoints"
     )
-    return run_id
 
 
 def _events(sessions: sessionmaker[Session], run_id: str) -> list[tuple[int, str, str | None]]:

@@ -33,6 +33,15 @@ def test_a_local_data_run_is_queued_with_its_partition_setting(
     assert response.json()["config"]["data"]["partition"]["alpha"] == 0.3
 
 
+def test_a_local_data_run_in_a_deployment_is_queued(client: TestClient, api_keys: Keys) -> None:
+    body = {**LOCAL, "deployment": {"backend": "deployment"}}
+
+    response = client.post(RUNS, json=body, headers=api_keys.headers("operator"))
+
+    assert response.status_code == 202, response.text
+    assert response.json()["config"]["data"]["mode"] == "local"
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -45,9 +54,12 @@ def test_a_local_data_run_is_queued_with_its_partition_setting(
             "body.data.partition: the dirichlet partition needs alpha",
         ),
         (
-            {**LOCAL, "deployment": {"backend": "deployment"}},
-            "a deployed client reading its own data (data-path in its node config) is not "
-            "built yet",
+            {
+                **LOCAL,
+                "data": {**LOCAL["data"], "partition": {"kind": "iid"}},
+                "deployment": {"backend": "deployment"},
+            },
+            "a deployed client trains on the data its node config names (data-path)",
         ),
     ],
 )

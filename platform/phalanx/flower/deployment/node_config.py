@@ -17,6 +17,11 @@ then lies on every file it is given. It exists for red-team demonstrations.
 ``phalanx-delay-s`` (``PHALANX_DELAY_S``) makes the client answer every task that
 many seconds late (0 to 3600), to watch the collection policies close rounds
 without it: a straggler on purpose.
+
+``data-path`` (``PHALANX_DATA_PATH``) names the client's own data, for runs with
+``data.mode = "local"``: ``npz:PATH``, ``idx:DIR``, a bare ``.npz`` file or IDX
+directory (:mod:`phalanx.node_data`). It is the node operator's choice alone: no
+task or run config the coordinator sends names a file the client reads.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ __all__ = [
     "BYZANTINE_KEY",
     "CLIENT_ID_ENV",
     "CLIENT_ID_KEY",
+    "DATA_PATH_ENV",
+    "DATA_PATH_KEY",
     "DELAY_ENV",
     "DELAY_KEY",
     "KEY_ENV",
@@ -43,11 +50,13 @@ CLIENT_ID_KEY = "phalanx-client-id"
 KEY_PATH_KEY = "phalanx-key"
 BYZANTINE_KEY = "phalanx-byzantine"
 DELAY_KEY = "phalanx-delay-s"
+DATA_PATH_KEY = "data-path"
 
 CLIENT_ID_ENV = "PHALANX_CLIENT_ID"
 KEY_ENV = "PHALANX_CLIENT_KEY"
 BYZANTINE_ENV = "PHALANX_BYZANTINE"
 DELAY_ENV = "PHALANX_DELAY_S"
+DATA_PATH_ENV = "PHALANX_DATA_PATH"
 MAX_DELAY_S = 3600.0
 
 
@@ -69,12 +78,16 @@ class NodeIdentity:
         An attack name to play a Byzantine client, ``None`` to be honest.
     delay_s : float
         Seconds to wait before answering each task (a straggler on purpose).
+    data_path : str or None
+        The client's own data (``data-path``), which it trains on in a local-data
+        run; ``None`` when the node names none.
     """
 
     client_id: str
     key_path: Path
     byzantine: str | None = None
     delay_s: float = 0.0
+    data_path: str | None = None
 
     def to_node_config(self) -> str:
         """Render the ``--node-config`` value of ``flower-supernode``.
@@ -90,6 +103,8 @@ class NodeIdentity:
             pairs[BYZANTINE_KEY] = self.byzantine
         if self.delay_s:
             pairs[DELAY_KEY] = repr(float(self.delay_s))
+        if self.data_path:
+            pairs[DATA_PATH_KEY] = self.data_path
         return " ".join(f"{key}={_literal(key, value)}" for key, value in pairs.items())
 
     @classmethod
@@ -119,11 +134,13 @@ class NodeIdentity:
             )
         byzantine = _setting(node_config, environ, BYZANTINE_KEY, BYZANTINE_ENV)
         delay = _delay(_setting(node_config, environ, DELAY_KEY, DELAY_ENV))
+        data_path = _setting(node_config, environ, DATA_PATH_KEY, DATA_PATH_ENV)
         return cls(
             client_id=client_id,
             key_path=Path(key_path),
             byzantine=byzantine or None,
             delay_s=delay,
+            data_path=data_path or None,
         )
 
 

@@ -21,6 +21,8 @@ def _as_flower_reads_it(identity: NodeIdentity) -> dict[str, object]:
         NodeIdentity("6f1c0d5e-0000-4000-8000-000000000001", Path("/keys/client.key")),
         NodeIdentity("c-2", Path("/home/a user/keys/client key"), byzantine="reversed_gradient"),
         NodeIdentity("c-3", Path(r"C:\Users\op\client.key"), byzantine="my.pkg:Attack"),
+        NodeIdentity("c-4", Path("/k"), data_path="npz:/data/my clinic.npz"),
+        NodeIdentity("c-5", Path("/k"), data_path=r"idx:D:\data\mnist"),
     ],
 )
 def test_the_node_config_round_trips_through_flowers_parser(identity: NodeIdentity) -> None:
@@ -78,3 +80,20 @@ def test_a_delay_that_is_not_a_sane_number_of_seconds_is_refused(text: str) -> N
         NodeIdentity.resolve(
             {"phalanx-client-id": "c-1", "phalanx-key": "/k", "phalanx-delay-s": text}, {}
         )
+
+
+def test_the_data_path_is_read_from_the_node_config_or_the_environment() -> None:
+    parsed = _as_flower_reads_it(NodeIdentity("c-1", Path("/k"), data_path="npz:/d/own.npz"))
+    env = {"PHALANX_CLIENT_ID": "c-1", "PHALANX_CLIENT_KEY": "/k"}
+
+    assert parsed["data-path"] == "npz:/d/own.npz"
+    assert NodeIdentity.resolve({}, {**env, "PHALANX_DATA_PATH": " /d/x.npz "}).data_path == (
+        "/d/x.npz"
+    )
+    assert NodeIdentity.resolve({}, env).data_path is None
+    assert "data-path" not in _as_flower_reads_it(NodeIdentity("c-1", Path("/k")))
+
+
+def test_a_data_path_a_toml_literal_cannot_hold_is_refused() -> None:
+    with pytest.raises(NodeConfigError, match="data-path cannot contain a single quote"):
+        NodeIdentity("c", Path("/k"), data_path="npz:/it's.npz").to_node_config()
