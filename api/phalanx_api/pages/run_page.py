@@ -16,6 +16,7 @@ from phalanx.store import dashboard as queries
 from phalanx_api.pages import charts
 from phalanx_api.pages.agreement import AgreementGraph, RoundEvent, agreement_graph
 from phalanx_api.pages.case_queue import open_case_count
+from phalanx_api.pages.client_panel import ClientPanel, client_panel
 from phalanx_api.pages.dropped import DroppedFiles, dropped_files
 from phalanx_api.pages.evidence import Explanation, explain
 from phalanx_api.pages.formatting import human_bytes, number, percent
@@ -79,6 +80,8 @@ class RunPage:
         Detection scored against the true adversaries, for simulated attacks.
     responses : ResponsePanel or None
         The workers' response times (``None`` when no round was timed).
+    clients : ClientPanel or None
+        Local data: the per-client view and the partition's heat map.
     """
 
     run: Run
@@ -95,6 +98,7 @@ class RunPage:
     simulation: tuple[Fact, ...]
     dropped: DroppedFiles | None = None
     responses: ResponsePanel | None = None
+    clients: ClientPanel | None = None
 
     @property
     def terminal(self) -> bool:
@@ -126,11 +130,15 @@ def run_page(session: Session, run_id: str) -> RunPage:
     (row,) = run_rows(session, [run])
     done = list(rounds.list_rounds(session, run.id))
     numbers = [r.number for r in done]
+    federated = any(metric(r.metrics, "fed_accuracy") is not None for r in done)
     accuracy = charts.line_chart(
         "accuracy",
         "Test accuracy",
         numbers,
-        [("accuracy", "Accuracy", [metric(r.metrics, "accuracy") for r in done])],
+        [
+            ("accuracy", "Accuracy", [metric(r.metrics, "accuracy") for r in done]),
+            *_federated_series(done, "fed_accuracy", "Clients' test splits", federated),
+        ],
         fmt=lambda v: f"{v * 100:.0f}%",
         floor=0.0,
         ceiling=1.0,
@@ -139,7 +147,10 @@ def run_page(session: Session, run_id: str) -> RunPage:
         "loss",
         "Test loss",
         numbers,
-        [("loss", "Loss", [metric(r.metrics, "loss") for r in done])],
+        [
+            ("loss", "Loss", [metric(r.metrics, "loss") for r in done]),
+            *_federated_series(done, "fed_loss", "Clients' test splits", federated),
+        ],
         fmt=lambda v: number(v),
         floor=0.0,
     )
@@ -208,7 +219,17 @@ def run_page(session: Session, run_id: str) -> RunPage:
         responses=response_panel(session, run.id, simulated=_simulated_clock(run))
         if done
         else None,
+        clients=client_panel(session, run.id),
     )
+
+
+def _federated_series(
+    done: Sequence[Round], key: str, label: str, shown: bool
+) -> list[tuple[str, str, list[float | None]]]:
+    """Return the federated evaluation's line (local data), to draw beside the server's."""
+    if not shown:
+        return []
+    return [(key, label, [metric(r.metrics, key) for r in done])]
 
 
 def run_progress(session: Session, run_id: str) -> dict[str, Any]:

@@ -102,6 +102,7 @@ class StoreRecorder:
                     _event_data(report),
                     responses=report.responses,
                     late_responses=report.late_responses,
+                    clients=report.clients,
                 )
                 checkpoints.save_checkpoint(
                     session, self.run_id, report.round, path=str(path.resolve()), digest=digest

@@ -23,10 +23,18 @@ from sqlalchemy import Table, and_, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from phalanx.agreement_record import stored_agreeing
+from phalanx.reports import ClientRound
 from phalanx.response_times import LateResponse, WorkerResponse
 from phalanx.store.cases import file_events
+from phalanx.store.client_rounds import client_round_rows
 from phalanx.store.errors import ConflictError, NotFoundError
-from phalanx.store.models import DetectionEvent, Round, Severity, WorkerResponseRow
+from phalanx.store.models import (
+    ClientRoundRow,
+    DetectionEvent,
+    Round,
+    Severity,
+    WorkerResponseRow,
+)
 from phalanx.store.runs import get_run
 
 #: Longest event kind the ``detection_events.kind`` column holds.
@@ -173,6 +181,7 @@ def record_round(
     events: Iterable[EventData] = (),
     responses: Iterable[WorkerResponse] = (),
     late_responses: Iterable[LateResponse] = (),
+    clients: Iterable[ClientRound] = (),
 ) -> Round:
     """Write a finished round, its detection events and its workers' responses atomically.
 
@@ -197,6 +206,9 @@ def record_round(
         response of that worker becomes ``late``, with its time. One that matches no
         missing response (its round was not timed), or names a later round, changes
         nothing.
+    clients : Iterable[ClientRound]
+        Local data: each worker's row of the per-client view (its distance to the
+        aggregate, its federated evaluation), one per worker given work.
 
     Returns
     -------
@@ -273,6 +285,9 @@ def record_round(
         ]
         if late:
             session.execute(_LATE_UPDATE, late)
+        per_client = client_round_rows(run_id, round_data.number, clients)
+        if per_client:
+            session.execute(insert(ClientRoundRow), per_client)
     return row
 
 
