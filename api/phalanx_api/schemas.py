@@ -268,6 +268,41 @@ class RunDetailOut(RunOut):
     )
 
 
+class ClientViewOut(BaseModel):
+    """One client's latest figures in a local-data run (null: nothing recorded for it)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    worker: int
+    client_id: str | None
+    part: int | None = Field(description="Samples the run's partition gave it (simulation).")
+    samples: int | None = Field(description="The sample count its latest accepted reply claimed.")
+    distance_round: int | None = Field(description="The round its distance is of.")
+    distance: float | None = Field(
+        description="L2 distance of its update to that round's applied aggregate."
+    )
+    distance_ratio: float | None = Field(
+        description="distance over the round's median distance (1: typical)."
+    )
+    eval_round: int | None = Field(description="The latest round with a federated evaluation.")
+    eval_status: str | None = Field(
+        description="counted, clipped (loss above 100), refused (impossible report) or failed."
+    )
+    eval_loss: float | None = Field(description="Its loss as it counted (bounded).")
+    eval_accuracy: float | None = Field(description="Its local accuracy as it counted, in [0, 1].")
+    eval_samples: int | None = Field(description="Its test-split count as it counted (capped).")
+    flags: int = Field(description="Flag events detection gave it in this run.")
+
+
+class ClientViewPage(BaseModel):
+    """One page of a local-data run's per-client view, by worker."""
+
+    items: list[ClientViewOut]
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last.")
+
+
 class RunPage(BaseModel):
     """One page of runs, newest first."""
 

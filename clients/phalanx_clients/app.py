@@ -18,6 +18,10 @@ Two identity sources, one handler (:func:`build_client_app`):
   either.
   The deployment's Flower app (:mod:`phalanx.flower.deployment.flower_app`) names it.
 
+Federated evaluation (local data, ``data.local.evaluate_every``) has its own handler:
+the worker evaluates the global weights it is sent on its local test split and
+reports loss, accuracy and count (:meth:`~phalanx_clients.worker.Worker.evaluate`).
+
 A worker whose own code or data fails replies with a fault (``fault_content``),
 never a crash: the coordinator records it as that worker's fault.
 
@@ -52,6 +56,7 @@ from flwr.clientapp import ClientApp
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
 from phalanx.flower.deployment.node_config import BYZANTINE_KEY, NodeConfigError, NodeIdentity
+from phalanx.flower.evaluation_records import evaluation_content, read_evaluation_task
 from phalanx.flower.records import fault_content, read_task, reply_content
 from phalanx.identity import PrivateKey, load_private_key_file
 from phalanx.local_data import client_data, run_partition
@@ -272,6 +277,30 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
             return Message(reply_content(reply), reply_to=message)
         except Exception as exc:  # the worker's own code or data failed: say so, do not crash
             log.exception("worker failed on its task")
+            return Message(fault_content(exc), reply_to=message)
+
+    @client_app.evaluate()
+    def evaluate(message: Message, context: Context) -> Message:
+        """Evaluate the global weights on the worker's local test split (local data)."""
+        torch.set_num_threads(1)
+        try:
+            task, weights, config_json = read_evaluation_task(message.content)
+            config = _run_config(config_json)
+            as_task = Task(task.run_id, task.round, task.nonce, task.worker, (), task.model_shape)
+            who = source(as_task, config, context)
+            worker = Worker(
+                config=config,
+                train_set=_worker_data(config_json, as_task, who),
+                client_id=who.client_id,
+                private_key=who.private_key,
+                node_id=who.node_id,
+                model_shape=task.model_shape,
+            )
+            measured = worker.evaluate(task, torch.from_numpy(weights))
+            content = evaluation_content(measured.loss, measured.accuracy, measured.num_samples)
+            return Message(content, reply_to=message)
+        except Exception as exc:  # the worker's own code or data failed: say so, do not crash
+            log.exception("worker failed to evaluate")
             return Message(fault_content(exc), reply_to=message)
 
     return client_app

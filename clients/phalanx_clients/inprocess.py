@@ -10,13 +10,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
+from torch import Tensor
+
 from phalanx.channel import Downlink
 from phalanx.exchange import Exchange, Listener
 from phalanx.faults import describe, fault_kind
+from phalanx.federated_evaluation import EvaluationExchange, EvaluationReport, EvaluationTask
 from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.worker import Worker
 
 Tamper = Callable[[Reply], Reply | None]
+TamperReport = Callable[[EvaluationReport], EvaluationReport | None]
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +35,42 @@ class InProcessTransport:
     tamper : callable, optional
         Rewrites (or drops, by returning ``None``) a reply on its way back; tests
         use it to play a network or a worker that sends garbage.
+    tamper_report : callable, optional
+        The same for federated evaluation reports.
     """
 
-    def __init__(self, workers: Mapping[int, Worker], *, tamper: Tamper | None = None) -> None:
+    def __init__(
+        self,
+        workers: Mapping[int, Worker],
+        *,
+        tamper: Tamper | None = None,
+        tamper_report: TamperReport | None = None,
+    ) -> None:
         self.workers = dict(workers)
         self.tamper = tamper
+        self.tamper_report = tamper_report
+
+    def evaluate(self, tasks: Sequence[EvaluationTask], weights: Tensor) -> EvaluationExchange:
+        """Have every task's worker evaluate ``weights``; a worker that raises is a fault."""
+        reports = []
+        failures = []
+        for task in tasks:
+            try:
+                measured = self.workers[task.worker].evaluate(task, weights)
+            except Exception as exc:  # the worker failed, not the run
+                log.info("worker %d failed to evaluate", task.worker, exc_info=True)
+                failures.append(Rejection(task.worker, fault_kind(exc), describe(exc)))
+                continue
+            report: EvaluationReport | None = EvaluationReport(
+                task.worker, measured.loss, measured.accuracy, measured.num_samples
+            )
+            if self.tamper_report is not None and report is not None:
+                report = self.tamper_report(report)
+            if report is not None:
+                reports.append(report)
+        return EvaluationExchange(
+            reports=reports, failures=failures, bytes_down=len(tasks) * weights.numel() * 4
+        )
 
     def exchange(
         self, tasks: Sequence[Task], downlink: Downlink, listener: Listener | None = None

@@ -4,7 +4,9 @@ With local data (a task that names the run's model shape) the worker trains on i
 own data instead (:func:`phalanx.local_training.train_locally`, with ``data.local``)
 and signs its sample count into the reply; data that does not fit the run's model
 raises :class:`~phalanx.local_training.ModelDataMismatchError`, which the worker's
-runtime reports as a ``data_mismatch`` fault.
+runtime reports as a ``data_mismatch`` fault. With federated evaluation on, it
+holds out a seeded share of its data as its local test split, trains on the rest
+and evaluates the global model on it when asked (:meth:`Worker.evaluate`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.data_mode import LocalTrainingConfig, ModelShape
 from phalanx.detection import payload_digest
+from phalanx.federated_evaluation import EvaluationTask
 from phalanx.finite import all_finite
 from phalanx.identity import sign_reply
+from phalanx.local_evaluation import (
+    LocalEvaluation,
+    LocalSplit,
+    evaluate_locally,
+    local_split,
+    split_seed,
+)
 from phalanx.local_training import train_locally
 from phalanx.nets import build_model, layer_shapes
 from phalanx.replies import Reply, Task
@@ -67,6 +77,7 @@ class Worker:
     node_id: int | None = None
     model_shape: ModelShape | None = None
     replica: ModelReplica = field(init=False)
+    _splits: dict[int, LocalSplit] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         model = self._model(self.model_shape)
@@ -81,6 +92,34 @@ class Worker:
             image_size=shape.image_size if shape else data.image_size,
             num_classes=shape.num_classes if shape else data.num_classes,
         )
+
+    def local_data(self, worker: int) -> LocalSplit:
+        """With local data: worker ``worker``'s own data as it trains and tests on it.
+
+        With federated evaluation on (``data.local.evaluate_every > 0``) a seeded
+        ``test_fraction`` is held out (:func:`phalanx.local_evaluation.local_split`,
+        seeded by the run and the worker); otherwise it trains on all of it.
+        """
+        split = self._splits.get(worker)
+        if split is None:
+            settings = self.config.data.local or LocalTrainingConfig()
+            fraction = settings.test_fraction if settings.evaluates else None
+            seed = split_seed(self.config.seed, worker)
+            split = self._splits[worker] = local_split(self.train_set, fraction, seed=seed)
+        return split
+
+    def evaluate(self, task: EvaluationTask, params: Tensor) -> LocalEvaluation:
+        """Evaluate the global ``params`` on the worker's local test split.
+
+        Raises
+        ------
+        phalanx.local_evaluation.NoTestSplitError
+            When the worker holds no test split.
+        phalanx.local_training.ModelDataMismatchError
+            When its data does not fit the run's model.
+        """
+        test = self.local_data(task.worker).test
+        return evaluate_locally(self._model(task.model_shape), params, test)
 
     def honest_updates(self, task: Task, params: Tensor) -> dict[int, Tensor]:
         """Compute the honest update of every file of the task, keyed by file id.
@@ -127,7 +166,7 @@ class Worker:
         trained = train_locally(
             self._model(task.model_shape),
             params,
-            self.train_set,
+            self.local_data(task.worker).train,
             settings,
             seed=derive_seed(self.config.seed, task.round, task.files[0]),
         )
@@ -152,7 +191,9 @@ class Worker:
                 need_sync=True,
             )
         updates = self.honest_updates(task, params)
-        num_samples = len(self.train_set) if task.model_shape is not None else None
+        num_samples = (
+            len(self.local_data(task.worker).train) if task.model_shape is not None else None
+        )
         if self.behaviour is not None:
             updates = self.behaviour.updates(
                 updates, task, params, config=self.config, train_set=self.train_set

@@ -27,19 +27,28 @@ from phalanx.arrivals import TimedReply, simulated_arrivals
 from phalanx.assignment import Assignment
 from phalanx.breakdown import fitted_options, rule_inputs
 from phalanx.channel import Downlink, make_channel
+from phalanx.client_rounds import client_rounds
 from phalanx.collect.pieces import Collection
 from phalanx.collect.registry import CollectionPolicy
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, split_size
+from phalanx.data_mode import LocalTrainingConfig
 from phalanx.detection import Replica, Verdict, compare_round, judge
 from phalanx.detection.disputes import LiarsAcrossRounds
 from phalanx.detection.exposure import exposed_files
 from phalanx.event_kinds import FAULT_KINDS, EventKind
 from phalanx.exchange import Exchange, LateReply, Transport
 from phalanx.faults import RunFailedError, common_failure
+from phalanx.federated_evaluation import (
+    EvaluationTask,
+    FederatedEvaluator,
+    FederatedResult,
+    federated_result,
+)
 from phalanx.finite import all_finite
 from phalanx.intake import Intake, RoundChecks
 from phalanx.local_data import model_shape
+from phalanx.local_evaluation import split_sizes
 from phalanx.local_rounds import LocalRounds, Weights
 from phalanx.nets import layer_shapes, load_flat_, model_digest
 from phalanx.optim import ServerOptimizer
@@ -151,11 +160,23 @@ class Coordinator:
         if missing:
             raise ValueError(f"no identity for workers {sorted(missing)}")
         self._client_ids = {w: m.client_id for w, m in self.members.items()}
-        self._local = (
-            LocalRounds.of(model_shape(test_set), partition)
-            if config.data.mode == "local"
-            else None
-        )
+        self._local: LocalRounds | None = None
+        self._largest_test: int | None = None
+        self._evaluator: FederatedEvaluator | None = None
+        if config.data.mode == "local":
+            settings = config.data.local or LocalTrainingConfig()
+            fraction = settings.test_fraction if settings.evaluates else None
+            self._local = LocalRounds.of(model_shape(test_set), partition, fraction)
+            tested = [split_sizes(n, fraction)[1] for n in partition.samples] if partition else []
+            self._largest_test = max(tested, default=None)
+            if settings.evaluates:
+                if isinstance(transport, FederatedEvaluator):
+                    self._evaluator = transport
+                else:
+                    log.warning(
+                        "%s cannot ask workers to evaluate: no federated evaluation in this run",
+                        type(transport).__name__,
+                    )
         if train_size is None and self._local is None:
             train_size = split_size(config.data.dataset, "train")
         self._train_size = train_size or 0
@@ -366,6 +387,11 @@ class Coordinator:
         lap("aggregate")
 
         loss, accuracy, evaluated = self._evaluate(t)
+        federated = self._federated_evaluation(t, nonce, tasks)
+        fed_metrics: dict[str, float] = {}
+        if federated is not None:
+            events.extend(federated.events(t, self._client_ids))
+            fed_metrics = federated.metrics()
         lap("evaluate")
 
         report = RoundReport(
@@ -389,6 +415,7 @@ class Coordinator:
                 "benched_workers": float(len(benched)),
                 **collection_metrics,
                 **(step.weights.metrics() if step.weights is not None else {}),
+                **fed_metrics,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
             # A deployed round stops listening at its close: who was still computing is
@@ -409,6 +436,16 @@ class Coordinator:
                     {self._client_ids[r.worker] for r in replies if r.worker in self._client_ids}
                 )
             ),
+            clients=client_rounds(
+                tasks,
+                self._client_ids,
+                replicas=replicas,
+                aggregate=step.aggregate if step.applied else None,
+                samples=checks.samples,
+                evaluation=federated,
+            )
+            if self._local is not None
+            else (),
         )
         self.sink.round_finished(report, self.checkpoint())
         timings["persist"] = time.perf_counter() - clock
@@ -554,6 +591,7 @@ class Coordinator:
                 f_wanted=wanted,
                 stale=stale,
                 weights=weights,
+                aggregate=update,
             )
 
         def fits(kept: Tensor) -> bool:
@@ -592,9 +630,10 @@ class Coordinator:
         f_kept = self._f_for(len(kept), wanted)
         assert f_kept is not None  # fits() held for this set
         rows = torch.tensor(kept, dtype=torch.int64)
-        applied = self.optimizer.step_if_finite(
-            self._aggregate(stacked[rows], f_kept, t, None if counts is None else counts[rows])
+        kept_update = self._aggregate(
+            stacked[rows], f_kept, t, None if counts is None else counts[rows]
         )
+        applied = self.optimizer.step_if_finite(kept_update)
         median = float(norms[kept].median())
         overflowed = overflow_evidence(
             t,
@@ -616,6 +655,7 @@ class Coordinator:
             left_out=tuple(files[i] for i in removed),
             stale=stale,
             weights=weights,
+            aggregate=kept_update,
         )
 
     def _weights(
@@ -711,6 +751,32 @@ class Coordinator:
             return self.transport.exchange(tasks, downlink)
         return self.transport.exchange(tasks, downlink, _Offset(intake, offset))
 
+    def _federated_evaluation(
+        self, t: int, nonce: str, tasks: Mapping[int, Task]
+    ) -> FederatedResult | None:
+        """Ask every worker given work in round ``t`` to evaluate the new global model.
+
+        Only in local-data runs with ``data.local.evaluate_every`` due after ``t`` and a
+        transport that can; reports are judged, bounded and aggregated
+        (:mod:`phalanx.federated_evaluation`). Nothing a worker reports stops the run.
+        """
+        settings = self.config.data.local or LocalTrainingConfig()
+        if self._evaluator is None or self._local is None:
+            return None
+        if not settings.evaluates_after(t, self.config.rounds) or not tasks:
+            return None
+        eval_tasks = [
+            EvaluationTask(self.run_id, t, nonce, w, self._local.shape) for w in sorted(tasks)
+        ]
+        exchange = self._evaluator.evaluate(eval_tasks, self.params.detach().clone())
+        asked = {task.worker for task in eval_tasks}
+        exchange = dataclasses.replace(
+            exchange,
+            reports=[r for r in exchange.reports if r.worker in asked],
+            failures=[f for f in exchange.failures if f.worker in asked],
+        )
+        return federated_result(exchange, self._largest_test)
+
     def _evaluate(self, t: int) -> tuple[float, float, int]:
         """Evaluate the model after round ``t``: loss, accuracy and the samples evaluated."""
         load_flat_(self.model, self.params)
@@ -760,6 +826,8 @@ class _Step:
     stale: int = 0
     """Of ``files``, lazy groups' stale updates (not accepted this round)."""
     weights: Weights | None = None
+    aggregate: Tensor | None = None
+    """The update the step applied (when ``applied``)."""
 
     def metrics(self) -> dict[str, float]:
         """Return what a round reports of its step."""

@@ -30,6 +30,8 @@ MAX_EPOCHS = 1000
 MAX_STEPS = 100_000
 MAX_BATCH_SIZE = 100_000
 MAX_LR = 100.0
+MAX_EVALUATE_EVERY = 100_000
+DEFAULT_TEST_FRACTION = 0.2
 DEFAULT_MOMENTUM = 0.9
 """Momentum of ``optimizer = "momentum"`` when ``momentum`` is left ``null``."""
 
@@ -40,6 +42,14 @@ class LocalTrainingConfig(NumbersNotBooleans):
     A round of local training is ``epochs`` passes over the client's data, or
     ``steps`` minibatches; with neither given, one epoch. The client reports
     ``params_before - params_after`` and its sample count.
+
+    Federated evaluation (``evaluate_every``, ``test_fraction``): every
+    ``evaluate_every`` rounds, and after the last, each client evaluates the global
+    model on its local test split and reports loss, accuracy and count
+    (:mod:`phalanx.federated_evaluation`). The test split is a seeded held-out
+    ``test_fraction`` of the client's own data (:func:`phalanx.local_evaluation.local_split`,
+    as Flower's tutorials split a partition with ``train_test_split``); the client
+    trains on the rest. With ``evaluate_every = 0`` nothing is held out.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -74,6 +84,32 @@ class LocalTrainingConfig(NumbersNotBooleans):
         lt=1.0,
         description=f"optimizer = 'momentum': the momentum (null: {DEFAULT_MOMENTUM}).",
     )
+
+    evaluate_every: int = Field(
+        default=1,
+        ge=0,
+        le=MAX_EVALUATE_EVERY,
+        description="Federated evaluation every this many rounds, and after the last "
+        "(0: none, and the clients train on all their data).",
+    )
+    test_fraction: float = Field(
+        default=DEFAULT_TEST_FRACTION,
+        gt=0.0,
+        lt=1.0,
+        description="Share of each client's data held out as its local test split when "
+        "evaluate_every > 0 (at least one sample, and at least one left to train on).",
+    )
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether clients hold out a test split and evaluate the global model on it."""
+        return self.evaluate_every > 0
+
+    def evaluates_after(self, round_: int, last_round: int) -> bool:
+        """Whether federated evaluation follows round ``round_`` of ``last_round``."""
+        if not self.evaluates:
+            return False
+        return round_ == last_round or round_ % self.evaluate_every == 0
 
     @model_validator(mode="after")
     def _one_length_and_its_optimizer(self) -> LocalTrainingConfig:

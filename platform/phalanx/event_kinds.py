@@ -11,6 +11,10 @@ Three families, because an operator must never take one for another:
   local data), or the coordinator could not check what it sent. A fault is never high
   severity and never bans a client when an operator confirms it.
 
+**Evaluation notices** (:data:`EVALUATION_KINDS`): a client's federated evaluation
+report could not be true (an accuracy of 7, a NaN loss, a negative count) and was
+refused; it changed no model (medium severity; confirming one bans nobody).
+
 Beside them, **round notices** (:data:`ROUND_KINDS`) name no single worker: a round whose
 largest agreeing groups tied, or whose largest group left out workers that nothing yet
 proves to lie, records those suspects and the files it left out (medium severity;
@@ -48,6 +52,7 @@ class EventKind(StrEnum):
     UNCHECKED_REPLY = "unchecked_reply"
     TIED_GROUPS = "tied_groups"
     UNPROVEN_OUTSIDERS = "unproven_outsiders"
+    IMPLAUSIBLE_EVALUATION = "implausible_evaluation"
 
 
 #: Kinds by which detection judges a worker to lie: the worker is flagged.
@@ -84,6 +89,10 @@ FAULT_KINDS = frozenset(
 #: Faults a worker may name for itself when it reports a failure: it can only say which
 #: of its own failures it had (the coordinator's ``unchecked_reply`` is not one of them).
 WORKER_FAULT_KINDS = frozenset({EventKind.WORKER_ERROR, EventKind.DATA_MISMATCH})
+
+#: Kinds of a federated evaluation report refused as impossible (local data): it changed
+#: no model and counted in no aggregate, so it is medium severity and bans nobody.
+EVALUATION_KINDS = frozenset({EventKind.IMPLAUSIBLE_EVALUATION})
 
 #: Kinds about a round rather than one worker: detection could not decide, and says so.
 ROUND_KINDS = frozenset({EventKind.TIED_GROUPS, EventKind.UNPROVEN_OUTSIDERS})

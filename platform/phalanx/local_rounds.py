@@ -36,6 +36,7 @@ from phalanx.aggregation.weighting import weighted_mean
 from phalanx.config import AggregationConfig
 from phalanx.data_mode import ModelShape
 from phalanx.detection import Replica
+from phalanx.local_evaluation import split_sizes
 from phalanx.partitions import PartitionReport
 from phalanx.replies import Task
 
@@ -102,10 +103,22 @@ class LocalRounds:
     largest_part: int | None = None
 
     @classmethod
-    def of(cls, shape: ModelShape, partition: PartitionReport | None) -> LocalRounds:
-        """Build the local side of a run whose model is ``shape``, partitioned as reported."""
-        largest = max(partition.samples) if partition is not None and partition.samples else None
-        return cls(shape=shape, largest_part=largest)
+    def of(
+        cls,
+        shape: ModelShape,
+        partition: PartitionReport | None,
+        test_fraction: float | None = None,
+    ) -> LocalRounds:
+        """Build the local side of a run whose model is ``shape``, partitioned as reported.
+
+        With ``test_fraction`` (federated evaluation on) each client trains on what
+        its local test split leaves (:func:`phalanx.local_evaluation.split_sizes`),
+        so the cap is the largest such part.
+        """
+        if partition is None or not partition.samples:
+            return cls(shape=shape)
+        trained = [split_sizes(n, test_fraction)[0] for n in partition.samples]
+        return cls(shape=shape, largest_part=max(trained))
 
     def task(self, task: Task) -> Task:
         """Return ``task`` as a local-data task: the model's shape, a signed count expected."""

@@ -28,6 +28,28 @@ class EventReport:
 
 
 @dataclass(frozen=True)
+class ClientRound:
+    """One worker's row of a local-data round (:mod:`phalanx.client_rounds`).
+
+    A value is ``None`` when the round has none for the worker.
+    """
+
+    worker: int
+    client_id: str | None
+    samples: int | None = None
+    """The sample count its accepted reply claimed (before any cap)."""
+    distance: float | None = None
+    """L2 distance of its update to the round's aggregate."""
+    distance_ratio: float | None = None
+    """``distance`` over the round's median distance."""
+    eval_status: str | None = None
+    """``counted``, ``clipped``, ``refused``, ``failed``; ``None``: not asked."""
+    eval_loss: float | None = None
+    eval_accuracy: float | None = None
+    eval_samples: int | None = None
+
+
+@dataclass(frozen=True)
 class RoundReport:
     """Everything a finished round leaves behind.
 
@@ -42,6 +64,11 @@ class RoundReport:
     ``seen_clients`` are the clients of the workers a reply came from this round
     (accepted or refused: each was heard from), so that their last contact is known
     whatever the transport.
+    ``clients`` (local data) holds each worker's row of the per-client view
+    (:mod:`phalanx.client_rounds`). ``late_responses`` are the replies to earlier
+    rounds that came during this one, after their rounds closed, and to this round
+    that came after its close while it sent the model again: each turns that
+    round's ``missing`` response ``late``.
     """
 
     round: int
@@ -63,6 +90,8 @@ class RoundReport:
     responses: tuple[WorkerResponse, ...] = ()
     late_responses: tuple[LateResponse, ...] = ()
     seen_clients: tuple[str, ...] = ()
+    clients: tuple[ClientRound, ...] = ()
+    """Local data: each worker given work, its distance and federated evaluation."""
 
     @property
     def duration_s(self) -> float:

@@ -199,6 +199,9 @@ def test_what_local_data_cannot_do_yet_is_refused_in_words(
         ({"partition": {"kind": "dirichlet", "alpha": -1}}, "data.partition.alpha"),
         ({"partition": {"kind": "dirichlet", "alpha": True}}, "data.partition.alpha"),
         ({"local": {"lr": float("inf")}}, "data.local.lr"),
+        ({"local": {"evaluate_evry": 2}}, "did you mean `evaluate_every`?"),
+        ({"local": {"evaluate_every": -1}}, "data.local.evaluate_every"),
+        ({"local": {"test_fraction": 1.5}}, "data.local.test_fraction"),
         ({"mode": "federated"}, "data.mode: Input should be 'assigned' or 'local'"),
     ],
 )

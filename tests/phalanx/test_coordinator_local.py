@@ -13,8 +13,10 @@ import pytest
 import torch
 
 from phalanx.data import ImageDataset, load_dataset
+from phalanx.data_mode import DEFAULT_TEST_FRACTION as TEST_FRACTION
 from phalanx.event_kinds import FAULT_KINDS, EventKind
 from phalanx.faults import RunFailedError
+from phalanx.local_evaluation import split_sizes
 from phalanx.replies import Reply
 from phalanx.runs import execute_run, simulated_partition
 from phalanx_clients.inprocess import InProcessTransport, Tamper
@@ -57,10 +59,12 @@ def test_a_local_run_trains_every_client_on_its_own_partition(
     for r in reports:
         assert not r.rejected
         assert r.metrics["update_applied"] == 1.0
-        # Every client's sample count weighed its update, none above the largest part.
-        kept = [n for w, n in enumerate(report.samples) if w not in r.flagged]
+        # Every client's sample count (its part less its local test split) weighed its
+        # update, none above the largest such part.
+        trained = [split_sizes(n, TEST_FRACTION)[0] for n in report.samples]
+        kept = [n for w, n in enumerate(trained) if w not in r.flagged]
         assert r.metrics["samples_weighted"] == sum(kept)
-        assert r.metrics["count_cap"] == max(report.samples)
+        assert r.metrics["count_cap"] == max(trained)
         assert r.metrics["capped_claims"] == 0.0
 
 
@@ -102,7 +106,8 @@ def test_a_count_changed_on_the_way_fails_the_signature_check() -> None:
 
 def test_a_signed_count_above_the_cap_counts_as_the_largest_part() -> None:
     config = local_config(rounds=1, data={"partition": {"kind": "quantity", "alpha": 1.0}})
-    samples = simulated_partition(config).samples  # type: ignore[union-attr]
+    parts = simulated_partition(config).samples  # type: ignore[union-attr]
+    samples = [split_sizes(n, TEST_FRACTION)[0] for n in parts]
     smallest = samples.index(min(samples))
 
     inflated = run(config, tamper=claims(2**53, smallest)).reports[0]

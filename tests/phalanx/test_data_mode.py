@@ -17,6 +17,17 @@ def test_the_default_is_one_epoch_of_plain_sgd() -> None:
     assert (config.batch_size, config.lr) == (32, 0.01)
 
 
+def test_federated_evaluation_follows_every_round_and_the_last_by_default() -> None:
+    config = LocalTrainingConfig()
+    assert (config.evaluate_every, config.test_fraction, config.evaluates) == (1, 0.2, True)
+    every_three = LocalTrainingConfig(evaluate_every=3)
+    assert [every_three.evaluates_after(t, 7) for t in range(1, 8)] == [
+        False, False, True, False, False, True, True,
+    ]  # fmt: skip
+    off = LocalTrainingConfig(evaluate_every=0)
+    assert not off.evaluates and not off.evaluates_after(7, 7)
+
+
 def test_momentum_defaults_for_the_momentum_optimizer() -> None:
     assert LocalTrainingConfig(optimizer="momentum").momentum_value == DEFAULT_MOMENTUM
     assert LocalTrainingConfig(optimizer="momentum", momentum=0.5).momentum_value == 0.5
@@ -51,6 +62,15 @@ def test_momentum_for_another_optimizer_is_refused(optimizer: Any) -> None:
         ("optimizer", "sgdd"),
         ("momentum", 1.0),
         ("momentum", -0.1),
+        ("evaluate_every", -1),
+        ("evaluate_every", 10**6),
+        ("evaluate_every", True),
+        ("evaluate_every", 1.5),
+        ("evaluate_every", "often"),
+        ("test_fraction", 0.0),
+        ("test_fraction", 1.0),
+        ("test_fraction", float("nan")),
+        ("test_fraction", False),
     ],
 )
 def test_hostile_values_are_refused_with_the_field_named(field: str, value: Any) -> None:

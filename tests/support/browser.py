@@ -30,7 +30,7 @@ from phalanx.store.models import Role
 from tests.support.live_server import free_port
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Dialog, Page
 
 Seeded = TypeVar("Seeded")
 
@@ -146,3 +146,18 @@ def log_in(page: Page, base_url: str, path: str, secret: str) -> None:
     page.fill("#api_key", secret)
     page.click("form[action='/login'] button[type=submit]")
     expect(page).to_have_url(f"{base_url}{path}")
+
+
+def dismissed_dialogs(page: Page) -> list[str]:
+    """Dismiss every dialog ``page`` opens; return the list their messages go to.
+
+    A test that renders hostile names asserts the list stays empty: no name ran as script.
+    """
+    seen: list[str] = []
+
+    def dismiss(dialog: Dialog) -> None:
+        seen.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
+    return seen

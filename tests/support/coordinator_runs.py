@@ -5,7 +5,7 @@ from __future__ import annotations
 from phalanx.config import RunConfig
 from phalanx.reports import RoundReport
 from phalanx.runs import execute_run
-from phalanx_clients.inprocess import InProcessTransport, Tamper
+from phalanx_clients.inprocess import InProcessTransport, Tamper, TamperReport
 from tests.support.inprocess import inprocess_workers
 
 RUN_ID = "run-under-test"
@@ -23,13 +23,28 @@ class FakeSink:
         self.reports.append(report)
 
 
-def transport(config: RunConfig, tamper: Tamper | None = None) -> InProcessTransport:
-    return InProcessTransport(inprocess_workers(config, RUN_ID), tamper=tamper)
+def transport(
+    config: RunConfig, tamper: Tamper | None = None, tamper_report: TamperReport | None = None
+) -> InProcessTransport:
+    return InProcessTransport(
+        inprocess_workers(config, RUN_ID), tamper=tamper, tamper_report=tamper_report
+    )
 
 
-def run(config: RunConfig, tamper: Tamper | None = None, **kw: object) -> FakeSink:
+def run(
+    config: RunConfig,
+    tamper: Tamper | None = None,
+    tamper_report: TamperReport | None = None,
+    **kw: object,
+) -> FakeSink:
     sink = FakeSink()
-    execute_run(config, run_id=RUN_ID, sink=sink, transport=transport(config, tamper), **kw)  # type: ignore[arg-type]
+    execute_run(
+        config,
+        run_id=RUN_ID,
+        sink=sink,
+        transport=transport(config, tamper, tamper_report),
+        **kw,  # type: ignore[arg-type]
+    )
     return sink
 
 

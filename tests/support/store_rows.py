@@ -6,14 +6,24 @@ import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import JSON, Integer, String, column, insert, table
+from sqlalchemy import JSON, Integer, String, column, insert, inspect, table
 from sqlalchemy.orm import Session
 
-from phalanx.store import Run, clients, runs
+from phalanx.store import Run, clients, make_engine, runs
 from phalanx.store.rounds import RoundData
 from phalanx.store.types import UTCDateTime
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def table_names(url: str) -> set[str]:
+    """The tables of the database at ``url``."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return set(inspect(connection).get_table_names())
+    finally:
+        engine.dispose()
 
 
 def new_run(session: Session, *, name: str = "run", created_at: datetime = T0) -> Run:

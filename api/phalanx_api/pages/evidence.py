@@ -46,6 +46,9 @@ KIND_HEADLINES: Mapping[str, str] = {
     EventKind.UNPROVEN_OUTSIDERS: (
         "Outside the largest agreeing group, not proven: suspects named, disputed files left out"
     ),
+    EventKind.IMPLAUSIBLE_EVALUATION: (
+        "Sent an evaluation report that cannot be true (refused; no model changed)"
+    ),
 }
 
 #: What a reviewer should weigh, per kind.
@@ -92,6 +95,14 @@ KIND_ADVICE: Mapping[str, str] = {
         "A liar keeps disputing different workers and is proven across rounds "
         "(disputes_across_rounds); an honest worker is not. Confirming this notice bans "
         "nobody."
+    ),
+    EventKind.IMPLAUSIBLE_EVALUATION: (
+        "In a local-data run every client reports the global model's loss, accuracy and "
+        "sample count on its own test split. This report held a value no client evaluating "
+        "a finite model can measure (an accuracy outside [0, 1], a NaN or negative loss, a "
+        "count that is not a whole number from 1), so it counted for nothing. Its training "
+        "updates are judged apart. A broken client can send one; repeated reports point at "
+        "a client that lies. Confirming this notice bans nobody."
     ),
     EventKind.OVERFLOW: (
         "The update's norm is many orders of magnitude beyond any gradient step: with it, "
@@ -241,7 +252,7 @@ def explain(
         return Explanation(
             headline=headline(kind),
             summary=_text(evidence.get("summary")) or said,
-            advice=FAULT_ADVICE if fault else REJECTION_ADVICE,
+            advice=KIND_ADVICE.get(kind) or (FAULT_ADVICE if fault else REJECTION_ADVICE),
             files=(),
             facts=(("Reason", reason),),
             is_rejection=True,

@@ -26,6 +26,7 @@ from phalanx.store import dashboard as queries
 from phalanx_api.pages import charts
 from phalanx_api.pages.agreement import AgreementGraph, RoundEvent, agreement_graph
 from phalanx_api.pages.case_queue import open_case_count
+from phalanx_api.pages.client_panel import ClientPanel, client_panel
 from phalanx_api.pages.dropped import DroppedFiles, dropped_files
 from phalanx_api.pages.evidence import Explanation, explain
 from phalanx_api.pages.formatting import human_bytes, number, percent
@@ -91,6 +92,8 @@ class RunPage:
         The workers' response times (``None`` when no round was timed).
     simulated_workers : int
         The simulated workers stored with the run, its own identities (0 when deployed).
+    clients : ClientPanel or None
+        Local data: the per-client view and the partition's heat map.
     """
 
     run: Run
@@ -108,6 +111,7 @@ class RunPage:
     dropped: DroppedFiles | None = None
     responses: ResponsePanel | None = None
     simulated_workers: int = 0
+    clients: ClientPanel | None = None
 
     @property
     def terminal(self) -> bool:
@@ -139,11 +143,15 @@ def run_page(session: Session, run_id: str) -> RunPage:
     (row,) = run_rows(session, [run])
     done = list(rounds.list_rounds(session, run.id))
     numbers = [r.number for r in done]
+    federated = any(metric(r.metrics, "fed_accuracy") is not None for r in done)
     accuracy = charts.line_chart(
         "accuracy",
         "Test accuracy",
         numbers,
-        [("accuracy", "Accuracy", [metric(r.metrics, "accuracy") for r in done])],
+        [
+            ("accuracy", "Accuracy", [metric(r.metrics, "accuracy") for r in done]),
+            *_federated_series(done, "fed_accuracy", "Clients' test splits", federated),
+        ],
         fmt=lambda v: f"{v * 100:.0f}%",
         floor=0.0,
         ceiling=1.0,
@@ -152,7 +160,10 @@ def run_page(session: Session, run_id: str) -> RunPage:
         "loss",
         "Test loss",
         numbers,
-        [("loss", "Loss", [metric(r.metrics, "loss") for r in done])],
+        [
+            ("loss", "Loss", [metric(r.metrics, "loss") for r in done]),
+            *_federated_series(done, "fed_loss", "Clients' test splits", federated),
+        ],
         fmt=lambda v: number(v),
         floor=0.0,
     )
@@ -223,7 +234,17 @@ def run_page(session: Session, run_id: str) -> RunPage:
         if done
         else None,
         simulated_workers=clients.count_run_clients(session, run.id),
+        clients=client_panel(session, run.id),
     )
+
+
+def _federated_series(
+    done: Sequence[Round], key: str, label: str, shown: bool
+) -> list[tuple[str, str, list[float | None]]]:
+    """Return the federated evaluation's line (local data), to draw beside the server's."""
+    if not shown:
+        return []
+    return [(key, label, [metric(r.metrics, key) for r in done])]
 
 
 def run_progress(session: Session, run_id: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Runs: launch, list, inspect, rounds (one with its agreement graph), response times, cancel.
+"""Runs: launch, list, inspect, rounds (one with its agreement graph), responses, clients, cancel.
 
 The rounds listing is ``async``: it reads and builds its answer in one worker
 thread, and FastAPI checks and serializes it on the event loop.
@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
-from phalanx.store import RunStatus, response_times, rounds, runs
+from phalanx.store import RunStatus, client_rounds, response_times, rounds, runs
 from phalanx_api import actions
 from phalanx_api.deps import OperatorDep, SessionDep, SettingsDep, ViewerDep
 from phalanx_api.paths import API_PREFIX
@@ -22,6 +22,8 @@ from phalanx_api.responses import CONFLICT, NOT_FOUND, UNAUTHORIZED, documented
 from phalanx_api.routes.params import MAX_INT32, Limit, Offset
 from phalanx_api.schemas import (
     DEFAULT_PAGE_SIZE,
+    ClientViewOut,
+    ClientViewPage,
     ResponseTimesPage,
     RoundDetailOut,
     RoundOut,
@@ -145,6 +147,31 @@ def list_response_times(
         limit=limit,
         offset=offset,
         next_offset=offset + limit if len(workers) > offset + limit else None,
+    )
+
+
+@router.get("/{run_id}/clients", responses=documented(UNAUTHORIZED, NOT_FOUND))
+def list_client_view(
+    run_id: UUID,
+    db: SessionDep,
+    _: ViewerDep,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    offset: Offset = 0,
+) -> ClientViewPage:
+    """List a local-data run's clients by worker, with their latest figures.
+
+    Per client: its part of the partition, its claimed count, its latest local
+    accuracy (federated evaluation), its distance to the aggregate over the round's
+    median, and its flags. Empty for a run on assigned data. The partition's label
+    histograms (the heat map's data) are in ``GET /api/v1/runs/{run_id}``'s
+    ``partition``.
+    """
+    views = client_rounds.client_view(db, str(run_id))
+    return ClientViewPage(
+        items=[ClientViewOut.model_validate(v) for v in views[offset : offset + limit]],
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if len(views) > offset + limit else None,
     )
 
 

@@ -5,15 +5,23 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from flwr.app import Message
 from flwr.serverapp import Grid
+from torch import Tensor
 
 from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
 from phalanx.exchange import Exchange, LateReply, Listener
 from phalanx.faults import one_line
+from phalanx.federated_evaluation import EvaluationExchange, EvaluationReport, EvaluationTask
+from phalanx.flower.evaluation_records import (
+    EVALUATE_TYPE,
+    evaluation_task_content,
+    read_evaluation,
+)
 from phalanx.flower.records import (
     MESSAGE_TYPE,
     MalformedRecordError,
@@ -24,6 +32,8 @@ from phalanx.flower.records import (
 from phalanx.replies import Rejection, Reply, Task
 
 log = logging.getLogger(__name__)
+
+Answer = TypeVar("Answer", Reply, EvaluationReport)
 
 LATE_WINDOW = 8
 """Exchanges after its own during which a late reply is still recognised and counted."""
@@ -195,6 +205,57 @@ class GridTransport:
             group_id=str(task.round),
         )
 
+    def evaluate(self, tasks: Sequence[EvaluationTask], weights: Tensor) -> EvaluationExchange:
+        """Send every worker its evaluation task with the global weights; pull the reports.
+
+        Waits up to the timeout for every report; a worker that fails, or sends no
+        evaluation record, is a failure (the reason goes to the log). Reports still
+        out at the timeout are not waited for.
+        """
+        messages = []
+        for task in tasks:
+            content = evaluation_task_content(task, weights, self.run_config_json)
+            messages.append(
+                Message(
+                    content=content,
+                    dst_node_id=self.node_of_worker[task.worker],
+                    message_type=EVALUATE_TYPE,
+                    group_id=f"evaluate-{task.round}",
+                )
+            )
+        sent = list(self.grid.push_messages(messages))
+        worker_of_message = {mid: t.worker for mid, t in zip(sent, tasks, strict=True) if mid}
+        reports: list[EvaluationReport] = []
+        failures: list[Rejection] = []
+        pending = set(worker_of_message)
+        deadline = time.monotonic() + self.timeout
+        wait = self.poll_interval
+        while pending and time.monotonic() < deadline:
+            self.pulls += 1
+            arrived = False
+            for message in self.grid.pull_messages(list(pending)):
+                mid = message.metadata.reply_to_message_id
+                if mid not in pending:
+                    continue
+                arrived = True
+                pending.discard(mid)
+                worker = worker_of_message[mid]
+                outcome = _report(message, worker)
+                if isinstance(outcome, EvaluationReport):
+                    reports.append(outcome)
+                else:
+                    failures.append(outcome)
+            if pending:
+                wait = self.poll_interval if arrived else min(2 * wait, self.max_poll_interval)
+                time.sleep(wait)
+        bytes_down = len(messages) * (weights.numel() * 4 + len(self.run_config_json))
+        return EvaluationExchange(reports=reports, failures=failures, bytes_down=bytes_down)
+
+
+def _report(message: Message, worker: int) -> EvaluationReport | Rejection:
+    """Read one worker's evaluation report, or why there is none (as :func:`_outcome`)."""
+    return _read(message, worker, read_evaluation)
+
 
 def _outcome(message: Message, worker: int) -> Reply | Rejection:
     """Read one worker's answer: its reply, or why there is none.
@@ -202,6 +263,11 @@ def _outcome(message: Message, worker: int) -> Reply | Rejection:
     A ClientApp that raised (Flower's error message) or that reported its own failure
     is a fault of that worker, with one line of cause; the whole text goes to the log.
     """
+    return _read(message, worker, read_reply)
+
+
+def _read(message: Message, worker: int, read: Callable[..., Answer]) -> Answer | Rejection:
+    """Read a worker's answer with ``read``, unless it failed or sent what cannot be read."""
     if message.has_error():
         reason = message.error.reason or ""
         log.info("worker %d's ClientApp failed: %s", worker, reason)
@@ -212,6 +278,6 @@ def _outcome(message: Message, worker: int) -> Reply | Rejection:
             kind, cause = fault
             log.info("worker %d reported a failure (%s): %s", worker, kind, cause)
             return Rejection(worker, kind, cause)
-        return read_reply(message.content, worker=worker)
+        return read(message.content, worker=worker)
     except MalformedRecordError as exc:
         return Rejection(worker, EventKind.MALFORMED_REPLY, str(exc))

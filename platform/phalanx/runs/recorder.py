@@ -103,6 +103,7 @@ class StoreRecorder:
                     responses=report.responses,
                     late_responses=report.late_responses,
                     seen_clients=report.seen_clients,
+                    clients=report.clients,
                 )
                 checkpoints.save_checkpoint(
                     session, self.run_id, report.round, path=str(path.resolve()), digest=digest

@@ -451,6 +451,58 @@ class WorkerResponseRow(Base):
     status: Mapped[ResponseStatus] = mapped_column(_string_enum(ResponseStatus, "response_status"))
 
 
+class ClientRoundRow(Base):
+    """One worker's row of a local-data round, for the run page's per-client view.
+
+    Its claimed sample count, the distance of its update to the round's aggregate
+    (and that over the round's median distance), and its federated evaluation
+    report as it counted (:mod:`phalanx.client_rounds`). A value is null when the
+    round has none for the worker (no accepted update, no evaluation that round).
+    """
+
+    __tablename__ = "client_rounds"
+    __table_args__ = (
+        CheckConstraint(
+            f"distance IS NULL OR (distance >= 0 AND distance <= {MAX_FINITE})",
+            name="finite_distance",
+        ),
+        CheckConstraint(
+            f"distance_ratio IS NULL OR (distance_ratio >= 0 AND distance_ratio <= {MAX_FINITE})",
+            name="finite_distance_ratio",
+        ),
+        CheckConstraint(
+            "eval_status IS NULL OR eval_status IN ('counted', 'clipped', 'refused', 'failed')",
+            name="eval_status",
+        ),
+        CheckConstraint(
+            "eval_accuracy IS NULL OR (eval_accuracy >= 0 AND eval_accuracy <= 1)",
+            name="eval_accuracy_in_unit",
+        ),
+        CheckConstraint(
+            f"eval_loss IS NULL OR (eval_loss >= 0 AND eval_loss <= {MAX_FINITE})",
+            name="finite_eval_loss",
+        ),
+    )
+
+    run_id: Mapped[str] = mapped_column(
+        String(36), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    round: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker: Mapped[int] = mapped_column(
+        Integer, primary_key=True, doc="Worker index within the run."
+    )
+    client_id: Mapped[str | None] = mapped_column(
+        String(36), ForeignKey("clients.id", ondelete="SET NULL")
+    )
+    samples: Mapped[int | None] = mapped_column(BigInteger, doc="The count its reply claimed.")
+    distance: Mapped[float | None] = mapped_column(Float)
+    distance_ratio: Mapped[float | None] = mapped_column(Float)
+    eval_status: Mapped[str | None] = mapped_column(String(16))
+    eval_loss: Mapped[float | None] = mapped_column(Float)
+    eval_accuracy: Mapped[float | None] = mapped_column(Float)
+    eval_samples: Mapped[int | None] = mapped_column(BigInteger)
+
+
 class Checkpoint(Base):
     """A model checkpoint file written after a round."""
 

@@ -23,10 +23,19 @@ from sqlalchemy import Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from phalanx.agreement_record import stored_agreeing
+from phalanx.reports import ClientRound
 from phalanx.response_times import LateResponse, WorkerResponse
 from phalanx.store.cases import file_events
+from phalanx.store.client_rounds import client_round_rows
 from phalanx.store.errors import ConflictError, NotFoundError
-from phalanx.store.models import Client, DetectionEvent, Round, Severity, WorkerResponseRow
+from phalanx.store.models import (
+    Client,
+    ClientRoundRow,
+    DetectionEvent,
+    Round,
+    Severity,
+    WorkerResponseRow,
+)
 from phalanx.store.runs import get_run
 
 #: Longest event kind the ``detection_events.kind`` column holds.
@@ -174,6 +183,7 @@ def record_round(
     responses: Iterable[WorkerResponse] = (),
     late_responses: Iterable[LateResponse] = (),
     seen_clients: Iterable[str] = (),
+    clients: Iterable[ClientRound] = (),
 ) -> Round:
     """Write a finished round, its detection events and its workers' responses atomically.
 
@@ -201,6 +211,9 @@ def record_round(
     seen_clients : Iterable[str]
         The clients a reply came from this round: their ``last_seen_at`` becomes the
         round's end (never earlier than it was).
+    clients : Iterable[ClientRound]
+        Local data: each worker's row of the per-client view (its distance to the
+        aggregate, its federated evaluation), one per worker given work.
 
     Returns
     -------
@@ -278,6 +291,9 @@ def record_round(
         if late:
             session.execute(_LATE_UPDATE, late)
         _mark_seen(session, sorted(set(seen_clients)), round_data.finished_at)
+        per_client = client_round_rows(run_id, round_data.number, clients)
+        if per_client:
+            session.execute(insert(ClientRoundRow), per_client)
     return row
 
 

@@ -26,6 +26,7 @@ from phalanx.store.migrate import (
     upgrade,
 )
 from tests.support.schema import schema_diff
+from tests.support.store_rows import table_names
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,16 +44,8 @@ TABLES = {
     "detection_cases",
     "detection_case_kinds",
     "run_partitions",
+    "client_rounds",
 }
-
-
-def table_names(url: str) -> set[str]:
-    engine = make_engine(url)
-    try:
-        with engine.connect() as connection:
-            return set(inspect(connection).get_table_names())
-    finally:
-        engine.dispose()
 
 
 def test_a_fresh_database_has_no_revision_and_is_not_at_head(database_url: str) -> None:

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from sqlalchemy import inspect, text
+from sqlalchemy import text
 
 from phalanx.store import make_engine, runs, session_factory
 from phalanx.store.migrate import current_revision, downgrade, upgrade
+from tests.support.store_rows import table_names
 
 REVISION = "0008_run_partition"
 BEFORE = "0007_detection_cases"
 REPORT = {"kind": "iid", "samples": [5, 5], "histograms": None}
-
-
-def table_names(url: str) -> set[str]:
-    engine = make_engine(url)
-    try:
-        with engine.connect() as connection:
-            return set(inspect(connection).get_table_names())
-    finally:
-        engine.dispose()
 
 
 def test_0008_adds_the_table_and_a_partition_is_stored_and_read(database_url: str) -> None:

@@ -18,8 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from torch import Tensor
+
 from phalanx.channel import Downlink
+from phalanx.event_kinds import EventKind
 from phalanx.exchange import Exchange, Listener, Transport
+from phalanx.federated_evaluation import EvaluationExchange, EvaluationTask, FederatedEvaluator
 from phalanx.identity import IdentityError, verify_reply
 from phalanx.replies import Rejection, Reply, Task
 from phalanx.roster import Member
@@ -117,6 +121,18 @@ class NodeBindingTransport:
                 refused.append(Rejection(reply.worker, NODE_ID_MISMATCH, problem))
         return Exchange(
             replies=kept, bytes_down=exchange.bytes_down, malformed=refused, late=exchange.late
+        )
+
+    def evaluate(self, tasks: Sequence[EvaluationTask], weights: Tensor) -> EvaluationExchange:
+        """Federated evaluation through the inner transport (reports carry no signature).
+
+        An inner transport that cannot evaluate gives every task a failure.
+        """
+        if isinstance(self.inner, FederatedEvaluator):
+            return self.inner.evaluate(tasks, weights)
+        cause = f"{type(self.inner).__name__} cannot ask workers to evaluate"
+        return EvaluationExchange(
+            reports=(), failures=[Rejection(t.worker, EventKind.WORKER_ERROR, cause) for t in tasks]
         )
 
     def _problem(self, reply: Reply) -> str | None:

@@ -6,10 +6,14 @@ import dataclasses
 from collections.abc import Sequence
 
 import pytest
+import torch
+from torch import Tensor
 
 from phalanx.channel import Downlink
 from phalanx.data import load_dataset
+from phalanx.data_mode import ModelShape
 from phalanx.exchange import Exchange, Listener
+from phalanx.federated_evaluation import EvaluationExchange, EvaluationReport, EvaluationTask
 from phalanx.flower.deployment.binding import (
     NODE_ID_MISMATCH,
     NodeBindingTransport,
@@ -156,3 +160,24 @@ def test_the_coordinator_records_a_client_on_the_wrong_node_as_a_high_severity_e
     assert [(e.worker, e.client_id, e.kind, e.severity) for e in report.events] == [
         (2, "client-2", NODE_ID_MISMATCH, "high")
     ]
+
+
+class FakeEvaluatingTransport(FakeTransport):
+    """Also answers evaluation tasks with fixed reports (a test double of the Grid transport)."""
+
+    def evaluate(self, tasks: Sequence[EvaluationTask], weights: Tensor) -> EvaluationExchange:
+        return EvaluationExchange([EvaluationReport(t.worker, 0.5, 0.9, 10) for t in tasks])
+
+
+def test_federated_evaluation_goes_through_or_fails_every_task_in_words() -> None:
+    tasks = [EvaluationTask("run", 1, "n", w, ModelShape(1, 8, 10)) for w in (0, 1)]
+    through = NodeBindingTransport(FakeEvaluatingTransport([]), {}, {})
+    assert [r.worker for r in through.evaluate(tasks, torch.zeros(3)).reports] == [0, 1]
+
+    without = NodeBindingTransport(FakeTransport([]), {}, {}).evaluate(tasks, torch.zeros(3))
+    assert without.reports == ()
+    assert [(f.worker, f.kind) for f in without.failures] == [
+        (0, "worker_error"),
+        (1, "worker_error"),
+    ]
+    assert "cannot ask workers to evaluate" in without.failures[0].reason
