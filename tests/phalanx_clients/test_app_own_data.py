@@ -20,9 +20,16 @@ from flwr.app import Context, Message, RecordDict
 from phalanx.channel import make_channel
 from phalanx.config import RunConfig
 from phalanx.data_mode import ModelShape
+from phalanx.federated_evaluation import EvaluationTask
 from phalanx.flower.deployment.node_config import NodeIdentity
+from phalanx.flower.evaluation_records import (
+    EVALUATE_TYPE,
+    evaluation_task_content,
+    read_evaluation,
+)
 from phalanx.flower.records import MESSAGE_TYPE, read_fault, read_reply, task_content
 from phalanx.identity import generate_private_key, save_private_key
+from phalanx.local_evaluation import split_sizes
 from phalanx.nets import build_model, flatten_params, layer_shapes
 from phalanx.replies import Task
 from phalanx_clients.app import EnrolledWorker, build_client_app
@@ -105,7 +112,31 @@ def test_the_client_trains_on_its_data_path_and_never_opens_the_file_the_run_nam
 
     assert read_fault(content) is None
     reply = read_reply(content, worker=1)
-    assert (reply.num_samples, reply.files, reply.node_id) == (37, (1,), NODE)
+    trained, _ = split_sizes(37, 0.2)  # a fifth held out to evaluate on
+    assert (reply.num_samples, reply.files, reply.node_id) == (trained, (1,), NODE)
+
+
+def test_the_client_evaluates_on_the_held_out_part_of_its_data_path(tmp_path: Path) -> None:
+    own = _own_file(tmp_path / "own.npz", 37)
+    config = _config(f"npz:{tmp_path / 'elsewhere' / 'secret.npz'}")
+    model = build_model("mlp", in_channels=1, image_size=8, num_classes=10)
+    task = EvaluationTask(run_id="r", round=1, nonce="n", worker=1, model_shape=SHAPE)
+    message = Message(
+        content=evaluation_task_content(task, flatten_params(model), config.model_dump_json()),
+        dst_node_id=NODE,
+        message_type=EVALUATE_TYPE,
+    )
+    node_config = _node_config(tmp_path, data_path=str(own))
+    context = Context(
+        run_id=1, node_id=NODE, node_config=node_config, state=RecordDict(), run_config={}
+    )
+
+    content = build_client_app(EnrolledWorker(environ={}))(message=message, context=context).content
+
+    assert read_fault(content) is None
+    report = read_evaluation(content, worker=1)
+    assert report.num_samples == split_sizes(37, 0.2)[1]
+    assert 0.0 <= float(report.accuracy) <= 1.0  # type: ignore[arg-type]
 
 
 def test_a_bare_npz_path_is_read_as_an_archive(tmp_path: Path) -> None:
@@ -113,7 +144,7 @@ def test_a_bare_npz_path_is_read_as_an_archive(tmp_path: Path) -> None:
 
     content = _answer(_config("digits"), _node_config(tmp_path, data_path=str(own)))
 
-    assert read_reply(content, worker=1).num_samples == 12
+    assert read_reply(content, worker=1).num_samples == split_sizes(12, 0.2)[0]
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.config import RunConfig
 from phalanx.faults import RunFailedError
 from phalanx.flower.deployment.node_config import DATA_PATH_KEY, NodeIdentity
+from phalanx.flower.evaluation_records import EVALUATION
 from phalanx.flower.records import REPLY
 from phalanx.identity import save_private_key
+from phalanx.local_evaluation import split_sizes
 from phalanx.local_rounds import MEDIAN_MULTIPLE
 from phalanx.store import EventFilter, RunStatus, events, rounds, runs
 from phalanx_clients.app import EnrolledWorker, build_client_app
@@ -97,10 +99,15 @@ def test_each_client_trains_on_its_own_file_and_a_claim_weighs_at_most_4x_the_me
     sqlite_sessions: sessionmaker[Session], tmp_path: Path
 ) -> None:
     claimed: dict[int, list[int | None]] = {node: [] for node in SIZES}
+    tested: dict[int, list[int | None]] = {node: [] for node in SIZES}
 
     def observe(index: int, reply: Message) -> Message:  # each reply as its node sent it
-        record = reply.content.config_records[REPLY]
-        claimed[list(SIZES)[index]].append(record.get("num_samples"))  # type: ignore[arg-type]
+        node = list(SIZES)[index]
+        records = reply.content.config_records
+        if REPLY in records:
+            claimed[node].append(records[REPLY].get("num_samples"))  # type: ignore[arg-type]
+        else:
+            tested[node].append(records[EVALUATION].get("num_samples"))  # type: ignore[arg-type]
         return reply
 
     run_id = _run(sqlite_sessions, tmp_path, dict.fromkeys(SIZES, 8), observe)
@@ -110,11 +117,15 @@ def test_each_client_trains_on_its_own_file_and_a_claim_weighs_at_most_4x_the_me
         assert runs.get_partition(session, run_id) is None  # the coordinator made none
         recorded = rounds.list_rounds(session, run_id)
         assert events.list_events(session, EventFilter(run_id=run_id), limit=10).items == []
-    assert claimed == {node: [size, size] for node, size in SIZES.items()}
-    cap = MEDIAN_MULTIPLE * 50
+    # Each node holds out a fifth of its own file to evaluate on, and trains on the rest.
+    held_out = {node: split_sizes(size, 0.2) for node, size in SIZES.items()}
+    assert claimed == {node: [train, train] for node, (train, _) in held_out.items()}
+    assert tested == {node: [test, test] for node, (_, test) in held_out.items()}
+    trained = sorted(train for train, _ in held_out.values())
+    cap = MEDIAN_MULTIPLE * trained[1]
     for r in recorded:
         assert (r.metrics["count_cap"], r.metrics["capped_claims"]) == (cap, 1.0)
-        assert r.metrics["samples_weighted"] == 40 + 50 + cap
+        assert r.metrics["samples_weighted"] == trained[0] + trained[1] + cap
 
 
 def test_a_run_whose_model_most_nodes_data_does_not_fit_fails_in_one_line(
