@@ -411,6 +411,7 @@ class AsyncCoordinator(Coordinator):
             compare_round(buffer, slots, mode=detection.mode, tol=detection.tolerance),
             f=0 if f == "auto" else f,
             outlier_threshold=detection.outlier_threshold,
+            outlier_ratio=detection.ratio_for(self.config.data.mode),
             reference=torch.stack(crowd) if crowd else None,
         )
         self._recent.extend(verdict.accepted[slot] for slot in sorted(verdict.accepted))

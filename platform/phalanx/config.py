@@ -179,6 +179,24 @@ class DetectionConfig(_Section):
         gt=0.0,
         description="Robust z-score above which an r = 1 update is flagged (null: never).",
     )
+    outlier_ratio: float | None = Field(
+        default=None,
+        ge=1.0,
+        le=1e6,
+        description="How many times the typical distance to the median update a flagged "
+        "r = 1 update must also lie (null: 2 on assigned data, 5 on local data, whose "
+        "clients' updates differ more).",
+    )
+
+    def ratio_for(self, data_mode: str) -> float:
+        """Return the outlier ratio in force on ``data_mode``'s data (set, or its default).
+
+        The defaults are :data:`phalanx.detection.DEFAULT_OUTLIER_RATIO` and
+        :data:`~phalanx.detection.LOCAL_OUTLIER_RATIO` (the config imports no torch).
+        """
+        if self.outlier_ratio is not None:
+            return self.outlier_ratio
+        return 5.0 if data_mode == "local" else 2.0
 
 
 _Bounds = tuple[type, float, float, bool]

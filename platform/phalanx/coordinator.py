@@ -342,6 +342,7 @@ class Coordinator:
             f=0 if self.config.aggregation.f == "auto" else self.config.aggregation.f,
             on_tie=detection.on_tie,
             outlier_threshold=detection.outlier_threshold,
+            outlier_ratio=detection.ratio_for(self.config.data.mode),
             distrusted=frozenset(self._across.proven),
             outsiders="suspect" if detection.across_rounds else "flag",
         )

@@ -204,6 +204,20 @@ def test_the_config_screens_r1_updates_at_the_detection_default() -> None:
     assert RunConfig().detection.outlier_threshold == DEFAULT_OUTLIER_THRESHOLD
 
 
+def test_the_outlier_ratio_defaults_by_data_mode_to_detections_and_is_at_least_1() -> None:
+    from phalanx.detection import DEFAULT_OUTLIER_RATIO, LOCAL_OUTLIER_RATIO
+
+    detection = RunConfig().detection
+    assert detection.outlier_ratio is None
+    assert detection.ratio_for("assigned") == DEFAULT_OUTLIER_RATIO
+    assert detection.ratio_for("local") == LOCAL_OUTLIER_RATIO
+    set_ratio = RunConfig.model_validate({"detection": {"outlier_ratio": 3}}).detection
+    assert set_ratio.ratio_for("local") == set_ratio.ratio_for("assigned") == 3.0
+    assert "detection.outlier_ratio" in _error({"detection": {"outlier_ratio": 0.5}}).replace(
+        "\n", "."
+    )
+
+
 def test_a_malformed_plugin_reference_is_refused_by_name() -> None:
     assert "must look like 'package.module:Name'" in _error({"attack": {"name": "a:b:c", "q": 1}})
     assert "attack.name" in _error({"attack": {"name": "x" * 201, "q": 1}}).replace("\n", ".")

@@ -25,6 +25,7 @@ NON_FINITE = [
     ("deployment", "nodes_timeout_s", "inf"),
     ("deployment", "round_timeout_s", "inf"),
     ("detection", "outlier_threshold", "inf"),
+    ("detection", "outlier_ratio", "inf"),
 ]
 
 

@@ -52,18 +52,17 @@ def test_a_local_run_trains_every_client_on_its_own_partition(
     reports = run(config).reports
 
     accuracies = [r.accuracy for r in reports]
-    # Under the skewed partition the r = 1 screening (distance to the coordinate-wise
-    # median) leaves out one honest client every round (worker 5: 0.34 -> 0.58 in three
-    # rounds against 0.61 by round 4): the heterogeneity evaluation measures that rate.
-    assert accuracies[-1] > accuracies[0] + 0.2 and accuracies[-1] > 0.55, accuracies
+    # Screening is on and leaves every honest client in, under the skewed partition too:
+    # by the robust z-score alone one of the six was left out every round (0.34 -> 0.58),
+    # though its distance to the median update was within twice the typical one.
+    assert accuracies[-1] > accuracies[0] + 0.25 and accuracies[-1] > 0.6, accuracies
     for r in reports:
-        assert not r.rejected
+        assert not r.rejected and not r.flagged
         assert r.metrics["update_applied"] == 1.0
         # Every client's sample count (its part less its local test split) weighed its
         # update, none above the largest such part.
         trained = [split_sizes(n, TEST_FRACTION)[0] for n in report.samples]
-        kept = [n for w, n in enumerate(trained) if w not in r.flagged]
-        assert r.metrics["samples_weighted"] == sum(kept)
+        assert r.metrics["samples_weighted"] == sum(trained)
         assert r.metrics["count_cap"] == max(trained)
         assert r.metrics["capped_claims"] == 0.0
 

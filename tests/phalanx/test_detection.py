@@ -531,6 +531,20 @@ def test_single_replica_outliers_are_flagged_with_low_severity() -> None:
     assert "single replica" in verdict.explain(2)
 
 
+def test_an_outlier_is_flagged_only_as_far_as_the_ratio_asks() -> None:
+    assignment, replicas = single_replica_round(8, frozenset({1}))
+    evidence = detect(assignment, replicas).evidence[1]
+    ratio = evidence.distance_ratio
+    assert ratio is not None and ratio > 50 and evidence.ratio_threshold == 2.0
+    assert f"{ratio:.3g} times the typical one (over 2)" in evidence.summary()
+    assert evidence.to_dict()["distance_ratio"] == ratio
+    # The same update is spared by a ratio it does not reach, and flagged by one it does.
+    assert detect(assignment, replicas, outlier_ratio=ratio * 1.01).flagged == frozenset()
+    assert detect(assignment, replicas, outlier_ratio=ratio * 0.99).flagged == {1}
+    with pytest.raises(ValueError, match="outlier_ratio must be at least 1"):
+        detect(assignment, replicas, outlier_ratio=0.5)
+
+
 def test_outlier_detection_can_be_turned_off() -> None:
     assignment, replicas = single_replica_round(8, frozenset({1}))
     verdict = detect(assignment, replicas, outlier_threshold=None)

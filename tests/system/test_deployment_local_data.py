@@ -73,9 +73,6 @@ def _local_run(sessions: sessionmaker[Session], rounds: int) -> str:
                 "eval_samples": 200,
                 "local": {"steps": 6, "batch_size": 16, "lr": 0.1},
             },
-            # With three updates the r = 1 outlier score flags an honest one whose data
-            # differs (22 robust deviations, seen here): screening is not under test.
-            "detection": {"outlier_threshold": None},
             "assignment": {"scheme": "none", "num_workers": len(SIZES) + 1, "r": 1},
             "aggregation": {"rule": "mean"},
             "training": {"optimizer": "sgd", "server_lr": 1.0, "momentum": 0.0},
@@ -171,13 +168,18 @@ def test_each_node_trains_on_its_own_file_and_a_misfit_file_is_a_run_problem(
     ]
     reason = events[0].evidence["reason"]
     assert "28x28" in reason and "8x8" in reason, reason
-    # Each of the three claimed its own file's size: the median claim is clinic-b's 50, so
-    # a claim counts for at most 200 (no partition is known); clinic-c's 300 is the one
-    # capped, and the weights sum to 40 + 50 + 200.
+    # Screening is on, and no honest node is flagged: among three updates whose data
+    # differ the robust z-score alone flagged one (22 robust deviations), while its
+    # distance to the median update was nowhere near 5 times the typical one.
+    # Each of the three claimed what it trained on, its own file less the fifth it holds
+    # out to evaluate on (32, 40, 240): the median claim is clinic-b's 40, so a claim
+    # counts for at most 160 (no partition is known); clinic-c's 240 is the one capped,
+    # and the weights sum to 32 + 40 + 160.
     for r in recorded:
-        assert (r.metrics["accepted_files"], r.metrics["count_cap"]) == (3.0, 200.0)
-        assert (r.metrics["capped_claims"], r.metrics["samples_weighted"]) == (1.0, 290.0)
+        assert (r.metrics["accepted_files"], r.metrics["count_cap"]) == (3.0, 160.0)
+        assert (r.metrics["capped_claims"], r.metrics["samples_weighted"]) == (1.0, 232.0)
         assert r.metrics["update_applied"] == 1.0
-    # It trains: FedAvg on 390 digits beats chance (0.1), better every round.
+        assert r.metrics["fed_reports"] == 3.0
+    # It trains: FedAvg on 312 digits beats chance (0.1), better every round.
     accuracies = [r.metrics["accuracy"] for r in recorded]
     assert accuracies[-1] > 0.3 and accuracies == sorted(accuracies), accuracies

@@ -282,6 +282,10 @@ def explain(
     if score is not None:
         limit = "" if threshold is None else f" (threshold {threshold:.3g})"
         facts.append(("Score", f"{score:.3g}{limit}"))
+    ratio, floor = _number(evidence.get("distance_ratio")), _number(evidence.get("ratio_threshold"))
+    if ratio is not None:
+        over = "" if floor is None else f" (at least {floor:.3g})"
+        facts.append(("Distance to the median update", f"{ratio:.3g} times the typical{over}"))
     norm, median = _number(evidence.get("norm")), _number(evidence.get("median_norm"))
     if norm is not None:
         facts.append(("Update norm", f"{norm:.3g}"))

@@ -51,13 +51,22 @@ from phalanx.detection.evidence import (
     Severity,
 )
 from phalanx.detection.graph import agreement_graph, conflict_graph
-from phalanx.detection.outliers import DEFAULT_OUTLIER_THRESHOLD, outlier_scores
+from phalanx.detection.outliers import (
+    DEFAULT_OUTLIER_RATIO,
+    DEFAULT_OUTLIER_THRESHOLD,
+    LOCAL_OUTLIER_RATIO,
+    OutlierMeasures,
+    outlier_measures,
+    outlier_scores,
+)
 from phalanx.detection.ties import TiePolicy
 from phalanx.detection.verdict import MAX_LISTED_CLIQUES, Outsiders, Rule, Verdict, detect, judge
 
 __all__ = [
+    "DEFAULT_OUTLIER_RATIO",
     "DEFAULT_OUTLIER_THRESHOLD",
     "DEFAULT_TOL",
+    "LOCAL_OUTLIER_RATIO",
     "MAX_LISTED_CLIQUES",
     "DegreeWindow",
     "Evidence",
@@ -66,6 +75,7 @@ __all__ = [
     "FileDispute",
     "MaximumCliques",
     "Mode",
+    "OutlierMeasures",
     "Outsiders",
     "Replica",
     "ReplicaDistance",
@@ -83,6 +93,7 @@ __all__ = [
     "judge",
     "low_degree_workers",
     "maximum_cliques",
+    "outlier_measures",
     "outlier_scores",
     "payload_digest",
     "relative_distances",

@@ -99,6 +99,9 @@ class Evidence:
         Number of maximum cliques (1 when unique; 0 when not applicable).
     score, threshold : float or None
         Outlier score and its threshold, or summed degree and its threshold.
+    distance_ratio, ratio_threshold : float or None
+        Outliers: the update's distance to the median update over the typical distance,
+        and how many times it had to be (``None`` for other kinds).
     rounds : int or None
         Rounds the summed degree covers (``"low_degree"`` only).
     on_tie : {"drop_disputed", "majority"}
@@ -118,6 +121,8 @@ class Evidence:
     threshold: float | None = None
     rounds: int | None = None
     on_tie: TiePolicy = "drop_disputed"
+    distance_ratio: float | None = None
+    ratio_threshold: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (lists, strings, numbers, ``None``), summary included."""
@@ -133,6 +138,8 @@ class Evidence:
             "num_max_cliques": self.num_max_cliques,
             "score": _json_float(self.score),
             "threshold": _json_float(self.threshold),
+            "distance_ratio": _json_float(self.distance_ratio),
+            "ratio_threshold": _json_float(self.ratio_threshold),
             "rounds": self.rounds,
             "on_tie": self.on_tie,
             "summary": self.summary(),
@@ -146,8 +153,9 @@ class Evidence:
             return (
                 f"Worker {w}'s update for {files} lies far from the other updates: its "
                 f"outlier score is {_num(self.score)} robust standard deviations above the "
-                f"typical update's, over the threshold {_num(self.threshold)}. Every file had "
-                "a single replica, so no replicas could be compared; this flag rests on "
+                f"typical update's, over the threshold {_num(self.threshold)}"
+                f"{_ratio_clause(self.distance_ratio, self.ratio_threshold)}. Every file "
+                "had a single replica, so no replicas could be compared; this flag rests on "
                 "distance alone and is of low severity."
             )
         if self.kind == "low_degree":
@@ -202,6 +210,14 @@ def _distance_range(distances: Sequence[float]) -> str:
         return _join(words) or "n/a"
     low, high = _num(min(distances)), _num(max(distances))
     return f"{low} on each" if low == high else f"{low} to {high}"
+
+
+def _ratio_clause(ratio: float | None, floor: float | None) -> str:
+    """``", and its distance to the median update is 40 times the typical one (over 2)"``."""
+    if ratio is None:
+        return ""
+    over = "" if floor is None else f" (over {_num(floor)})"
+    return f", and its distance to the median update is {_num(ratio)} times the typical one{over}"
 
 
 def _num(x: float | None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -15,6 +17,24 @@ rounds; MLP and CNN), at 8 one in 450 or none, while the reversed gradient, IPM 
 the constant attack scored far above 8 and were flagged in every round. Updates
 between the honest spread and this cut-off still meet the robust rule.
 """
+
+DEFAULT_OUTLIER_RATIO = 2.0
+"""How many times the typical distance to the median update an outlier must also lie.
+
+A robust z-score divides by the spread of the distances, which is noise with few
+updates (the MAD of three distances is one of them) and small beside the tail when
+clients' data differ; the ratio to the median distance needs no spread. On honest
+Fashion-MNIST CNN updates (15 rounds of 20 clients, and 10 random draws of 3 to 10 of
+them per round), the ratio never passed 1.46 on IID data, 2.36 under a Dirichlet
+label partition with alpha 0.3 and 4.53 with alpha 0.1, while the z-score alone
+flagged 2.4 to 5.7 % of honest updates among 3 clients and 3 % among 20 at alpha 0.1.
+Updates scaled or reversed by 100 and IPM with epsilon 100 lie 26 to 92 times the
+typical distance. 2 on assigned data (every worker's samples are drawn from one
+dataset); :data:`LOCAL_OUTLIER_RATIO` where each client trains on its own data.
+"""
+
+LOCAL_OUTLIER_RATIO = 5.0
+""":data:`DEFAULT_OUTLIER_RATIO` for clients training on their own (heterogeneous) data."""
 
 _MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
 
@@ -69,6 +89,47 @@ def centre_distances(values: Tensor, centre: Tensor) -> Tensor:
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
 
 
+@dataclass(frozen=True)
+class OutlierMeasures:
+    """Two measures of how far each update lies from the coordinate-wise median one.
+
+    Attributes
+    ----------
+    z : Tensor
+        Robust z-scores of the distances (:func:`outlier_scores`), float64.
+    ratio : Tensor
+        Each distance over the median distance, float64 (1 for all when it is 0).
+    """
+
+    z: Tensor
+    ratio: Tensor
+
+    def outlying(self, threshold: float, ratio: float) -> Tensor:
+        """Return which updates score above ``threshold`` and lie ``ratio`` times out."""
+        return (self.z > threshold) & (self.ratio > ratio)
+
+
+def outlier_measures(values: Tensor, f: int) -> OutlierMeasures:
+    """Return :func:`outlier_scores` and the distance ratios, from one median.
+
+    Parameters
+    ----------
+    values : Tensor
+        Shape ``(n, d)``, one update per row, ``n >= f + 3``.
+    f : int
+        Number of Byzantine updates to tolerate (see :func:`outlier_scores`).
+
+    Returns
+    -------
+    OutlierMeasures
+    """
+    _check_scored(values, f)
+    distances = centre_distances(values, robust_centre(values))
+    typical = float(torch.quantile(distances, 0.5))
+    ratio = distances / typical if typical > 0 else torch.ones_like(distances)
+    return OutlierMeasures(z=robust_z_scores(distances), ratio=ratio)
+
+
 def outlier_scores(values: Tensor, f: int) -> Tensor:
     """Robust z-scores of each update's distance to a robust centre, for unreplicated updates.
 
@@ -107,12 +168,16 @@ def outlier_scores(values: Tensor, f: int) -> Tensor:
     Tensor
         Shape ``(n,)``, float64; large positive means far from the others.
     """
+    _check_scored(values, f)
+    return robust_z_scores(centre_distances(values, robust_centre(values)))
+
+
+def _check_scored(values: Tensor, f: int) -> None:
     if values.ndim != 2:
         raise ValueError(f"outlier_scores needs a (n, d) tensor, got shape {tuple(values.shape)}")
     n = values.shape[0]
     if f < 0 or n < f + 3:
         raise ValueError(f"outlier_scores needs 0 <= f and n >= f + 3, got n={n}, f={f}")
-    return robust_z_scores(centre_distances(values, robust_centre(values)))
 
 
 def robust_z_scores(raw: Tensor) -> Tensor:

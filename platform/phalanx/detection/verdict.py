@@ -24,7 +24,11 @@ from phalanx.detection.comparison import (
 )
 from phalanx.detection.evidence import Evidence, FileDispute, ReplicaDistance
 from phalanx.detection.graph import conflict_graph
-from phalanx.detection.outliers import DEFAULT_OUTLIER_THRESHOLD, outlier_scores
+from phalanx.detection.outliers import (
+    DEFAULT_OUTLIER_RATIO,
+    DEFAULT_OUTLIER_THRESHOLD,
+    outlier_measures,
+)
 from phalanx.detection.ties import TiePolicy, majority_replica, unanimous_replica
 
 Rule = Literal["unique_clique", "majority", "unanimity", "outlier", "none"]
@@ -180,6 +184,7 @@ def detect(
     mode: Mode = "auto",
     tol: float = DEFAULT_TOL,
     outlier_threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
+    outlier_ratio: float = DEFAULT_OUTLIER_RATIO,
     f: int = 0,
     on_tie: TiePolicy = "drop_disputed",
     distrusted: frozenset[int] = frozenset(),
@@ -196,6 +201,7 @@ def detect(
     return judge(
         compare_round(assignment, replicas, mode=mode, tol=tol),
         outlier_threshold=outlier_threshold,
+        outlier_ratio=outlier_ratio,
         f=f,
         on_tie=on_tie,
         distrusted=distrusted,
@@ -207,6 +213,7 @@ def judge(
     compared: RoundComparison,
     *,
     outlier_threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
+    outlier_ratio: float = DEFAULT_OUTLIER_RATIO,
     f: int = 0,
     on_tie: TiePolicy = "drop_disputed",
     distrusted: frozenset[int] = frozenset(),
@@ -245,8 +252,11 @@ def judge(
     * A file whose replicas that may vote all come from suspects keeps no value: it may
       be a colluders' file that nobody honest checked.
     * No file with two or more replicas (r = 1, or only stragglers left): updates are
-      scored with `outlier_scores` and workers with a score above ``outlier_threshold``
-      are flagged with severity ``"low"``; disabled with ``outlier_threshold=None`` or
+      scored with `outlier_measures` and workers with a score above ``outlier_threshold``
+      whose distance to the median update is also more than ``outlier_ratio`` times the
+      median distance are flagged with severity ``"low"`` (the z-score alone is noise
+      among few updates, or when clients' data differ); disabled with
+      ``outlier_threshold=None`` or
       when fewer than ``f + 3`` replicas arrived. ``reference`` updates, when given, join
       the crowd the scores are taken against without being judged themselves (a small
       asynchronous buffer is scored among recent accepted updates: a robust z-score over
@@ -267,6 +277,8 @@ def judge(
         The round's replicas, compared (`compare_round`).
     outlier_threshold : float or None
         Robust z-score threshold for r = 1 outliers.
+    outlier_ratio : float
+        How many times the median distance an r = 1 outlier must also lie, at least 1.
     f : int
         Byzantine workers tolerated by the r = 1 outlier score.
     on_tie : {"drop_disputed", "majority"}
@@ -286,10 +298,17 @@ def judge(
         raise ValueError(f"on_tie must be one of {get_args(TiePolicy)}, got {on_tie!r}")
     if outsiders not in get_args(Outsiders):
         raise ValueError(f"outsiders must be one of {get_args(Outsiders)}, got {outsiders!r}")
+    if not outlier_ratio >= 1.0:
+        raise ValueError(f"outlier_ratio must be at least 1, got {outlier_ratio!r}")
     assignment, replied, comparisons = compared.assignment, compared.replied, compared.comparisons
     if not comparisons:
         return _detect_single_replicas(
-            assignment, compared.by_file, replied, outlier_threshold, f, distrusted, reference
+            assignment,
+            compared.by_file,
+            replied,
+            _Screening(outlier_threshold, outlier_ratio, f),
+            distrusted,
+            reference,
         )
     conflicts = conflict_graph(replied, comparisons.values())
     # A proven liar cannot belong to the honest group, so it takes no part in the search
@@ -459,12 +478,20 @@ def _file_dispute(c: FileComparison, accepted: Replica | None) -> FileDispute:
     )
 
 
+@dataclass(frozen=True)
+class _Screening:
+    """How single replicas are screened: z-score threshold (``None``: not), ratio, f."""
+
+    threshold: float | None
+    ratio: float
+    f: int
+
+
 def _detect_single_replicas(
     assignment: Assignment,
     by_file: Mapping[int, Sequence[Replica]],
     replied: Sequence[int],
-    outlier_threshold: float | None,
-    f: int,
+    screening: _Screening,
     distrusted: frozenset[int],
     reference: Tensor | None = None,
 ) -> Verdict:
@@ -473,6 +500,7 @@ def _detect_single_replicas(
     cliques = maximum_cliques(conflict_graph(replied, ()))
     degrees = {w: len(replied) - 1 for w in replied}
     crowd = 0 if reference is None else int(reference.shape[0])
+    outlier_threshold, f = screening.threshold, screening.f
     if outlier_threshold is None or not reps or len(reps) + crowd < f + 3:
         accepted = {r.file: r for r in reps if r.worker not in distrusted}
         drops = _single_drops(assignment, accepted, by_file)
@@ -482,11 +510,14 @@ def _detect_single_replicas(
     values = torch.stack([r.value for r in reps])
     if reference is not None and crowd:
         values = torch.cat([values, reference.to(values.dtype)])
-    scores = outlier_scores(values, f)[: len(reps)]
-    outlying: dict[int, list[tuple[Replica, float]]] = {}
-    for r, score in zip(reps, scores.tolist(), strict=True):
-        if score > outlier_threshold:
-            outlying.setdefault(r.worker, []).append((r, score))
+    measures = outlier_measures(values, f)
+    outside = measures.outlying(outlier_threshold, screening.ratio)[: len(reps)].tolist()
+    scores = measures.z[: len(reps)].tolist()
+    ratios = measures.ratio[: len(reps)].tolist()
+    outlying: dict[int, list[tuple[Replica, float, float]]] = {}
+    for r, out, score, ratio in zip(reps, outside, scores, ratios, strict=True):
+        if out:
+            outlying.setdefault(r.worker, []).append((r, score, ratio))
     evidence = {
         w: Evidence(
             worker=w,
@@ -494,10 +525,12 @@ def _detect_single_replicas(
             severity="low",
             files=tuple(
                 FileDispute(file=r.file, digests={w: r.digest}, distances=(), accepted_from=None)
-                for r, _ in items
+                for r, _, _ in items
             ),
-            score=max(score for _, score in items),
+            score=max(score for _, score, _ in items),
             threshold=outlier_threshold,
+            distance_ratio=max(ratio for _, _, ratio in items),
+            ratio_threshold=screening.ratio,
         )
         for w, items in sorted(outlying.items())
     }

@@ -19,6 +19,7 @@ from torch import Tensor
 from phalanx.assignment import none_assignment
 from phalanx.detection import (
     DEFAULT_OUTLIER_THRESHOLD,
+    LOCAL_OUTLIER_RATIO,
     Evidence,
     FileDispute,
     Replica,
@@ -150,13 +151,16 @@ def flag_outliers(
     *,
     f: int = 0,
     threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
+    ratio: float = LOCAL_OUTLIER_RATIO,
 ) -> list[FlaggedNode]:
     """Flag the nodes whose update is an outlier, with detection's evidence.
 
     Each node computes its own data, so each update is the one replica of its own file
     (`phalanx.assignment.none_assignment`) and `phalanx.detection.detect` falls back to
     its outlier score: the distance to the coordinate-wise median of the updates, as a
-    robust z-score (median and MAD over the nodes); ``O(n d)``, no matrix of all pairs.
+    robust z-score (median and MAD over the nodes), flagged only where the distance is
+    also ``ratio`` times the median distance (nodes' data differ, and a few nodes' MAD is
+    noise); ``O(n d)``, no matrix of all pairs.
 
     Parameters
     ----------
@@ -170,6 +174,8 @@ def flag_outliers(
         as each of them alone).
     threshold : float or None
         Robust z-score above which a node is flagged; ``None`` disables detection.
+    ratio : float
+        How many times the median distance a flagged node's distance must also be.
 
     Returns
     -------
@@ -185,7 +191,9 @@ def flag_outliers(
         Replica(worker=i, file=i, value=row, digest=payload_digest(row.numpy().tobytes()))
         for i, row in enumerate(updates)
     ]
-    verdict = detect(none_assignment(n), replicas, outlier_threshold=threshold, f=f)
+    verdict = detect(
+        none_assignment(n), replicas, outlier_threshold=threshold, outlier_ratio=ratio, f=f
+    )
     flagged = [_outlier(node_ids[w], verdict.evidence[w], n) for w in sorted(verdict.flagged)]
     return sorted(flagged, key=lambda node: node.node_id)
 
@@ -208,7 +216,9 @@ def _outlier(node_id: int, evidence: Evidence, n: int) -> FlaggedNode:
         summary=(
             f"Node {node_id}'s update lies far from the other {n - 1} updates: its outlier "
             f"score is {score:.3g} robust standard deviations above the typical update's, "
-            f"over the threshold {threshold:.3g}. Each node trains on its own data, so no "
+            f"over the threshold {threshold:.3g}, and {evidence.distance_ratio or 0.0:.3g} "
+            f"times the typical distance to the median update (over "
+            f"{evidence.ratio_threshold or 0.0:.3g}). Each node trains on its own data, so no "
             "replicas could be compared; this flag rests on distance alone (low severity)."
         ),
         score=score,

@@ -42,7 +42,7 @@ from flwr.serverapp.strategy import FedAvg
 from torch import Tensor
 
 from phalanx.aggregation import RobustAggregator
-from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD
+from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO
 from phalanx.flower.array_layout import ArrayLayout
 from phalanx.flower.flags import FlaggedNode, FlagKind, MalformedReplyError
 from phalanx.flower.screening import flag_outliers, screen_replies, stack_updates, total_weight
@@ -102,6 +102,9 @@ class RobustStrategy(FedAvg):
     outlier_threshold : float or None
         Robust z-score above which a node's update is flagged as an outlier and excluded;
         ``None`` turns detection off (malformed replies are still rejected).
+    outlier_ratio : float
+        How many times the typical distance to the median update a flagged node's must
+        also be (at least 1; 5 by default: nodes train on their own, differing data).
     aggregate_updates : bool
         Aggregate each reply's difference from the model this strategy sent for the
         round, then add the result to that model (default). For rules that are
@@ -150,6 +153,7 @@ class RobustStrategy(FedAvg):
         rule_options: Mapping[str, Any] | None = None,
         pre_options: Mapping[str, Any] | None = None,
         outlier_threshold: float | None = DEFAULT_OUTLIER_THRESHOLD,
+        outlier_ratio: float = LOCAL_OUTLIER_RATIO,
         aggregate_updates: bool = True,
         on_flagged: FlaggedCallback | None = None,
         fraction_train: float = 1.0,
@@ -180,6 +184,8 @@ class RobustStrategy(FedAvg):
                 f"outlier_threshold must be positive or None (no detection), "
                 f"got {outlier_threshold}"
             )
+        if not outlier_ratio >= 1.0:
+            raise ValueError(f"outlier_ratio must be at least 1, got {outlier_ratio}")
         self.aggregator = RobustAggregator(
             rule=rule,
             f=f,
@@ -188,6 +194,7 @@ class RobustStrategy(FedAvg):
             pre_options=dict(pre_options or {}),
         )
         self.outlier_threshold = outlier_threshold
+        self.outlier_ratio = outlier_ratio
         self.aggregate_updates = aggregate_updates
         self.on_flagged = on_flagged
         self.flagged: dict[int, list[FlaggedNode]] = {}
@@ -203,7 +210,12 @@ class RobustStrategy(FedAvg):
         log(INFO, "\t├──> Phalanx robust aggregation:")
         pre = f" after {self.aggregator.pre}" if self.aggregator.pre else ""
         log(INFO, "\t│\t├── Rule: %s%s, f = %d", self.aggregator.rule, pre, self.f)
-        log(INFO, "\t│\t├── Outlier threshold: %s", self.outlier_threshold)
+        log(
+            INFO,
+            "\t│\t├── Outlier threshold: %s, %s times the typical distance",
+            self.outlier_threshold,
+            self.outlier_ratio,
+        )
         log(INFO, "\t│\t└── Aggregates updates: %s", self.aggregate_updates)
         super().summary()
 
@@ -243,6 +255,7 @@ class RobustStrategy(FedAvg):
             [a.node_id for a in accepted],
             f=self.f,
             threshold=self.outlier_threshold,
+            ratio=self.outlier_ratio,
         )
         if self.outlier_threshold is not None and 0 < len(accepted) < self.f + 3:
             log(

@@ -10,8 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD, outliers
-from phalanx.detection.outliers import centre_distances, outlier_scores, robust_centre
+from phalanx.detection import (
+    DEFAULT_OUTLIER_RATIO,
+    DEFAULT_OUTLIER_THRESHOLD,
+    LOCAL_OUTLIER_RATIO,
+    outliers,
+)
+from phalanx.detection.outliers import (
+    centre_distances,
+    outlier_measures,
+    outlier_scores,
+    robust_centre,
+)
 
 
 def honest_updates(n: int, d: int, seed: int, spread: float = 0.1) -> torch.Tensor:
@@ -129,6 +139,9 @@ def test_a_far_update_always_scores_highest_and_over_the_threshold(
     scores = outlier_scores(values, f=0)
     assert int(scores.argmax()) == far
     assert scores[far] > DEFAULT_OUTLIER_THRESHOLD
+    measures = outlier_measures(values, f=0)
+    assert torch.equal(measures.z, scores)
+    assert bool(measures.outlying(DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO)[far])
 
 
 @settings(max_examples=80, deadline=None)
@@ -160,3 +173,31 @@ def test_scores_refuse_too_few_updates_or_a_wrong_shape() -> None:
         outlier_scores(torch.zeros(4, 2), f=-1)
     with pytest.raises(ValueError, match="\\(n, d\\)"):
         outlier_scores(torch.zeros(4), f=0)
+
+
+def test_ratios_are_distances_over_the_median_distance() -> None:
+    values = honest_updates(7, 12, seed=5)
+    distances = centre_distances(values, robust_centre(values))
+    measures = outlier_measures(values, f=0)
+    assert torch.allclose(measures.ratio, distances / distances.median())
+    assert outlier_measures(torch.ones(4, 3), f=0).ratio.tolist() == [1.0] * 4
+
+
+def test_among_three_honest_updates_the_score_is_noise_and_the_ratio_keeps_them_in() -> None:
+    # Three updates around one gradient whose spreads differ by half: the MAD of three
+    # distances is the smaller gap between them, so the widest scores far over 8, yet it
+    # lies 1.5 times the typical distance, as clients' data make honest updates differ.
+    g = torch.Generator().manual_seed(11)
+    common = torch.randn(4_000, generator=g)
+    values = common + torch.tensor([[0.1], [0.101], [0.15]]) * torch.randn(3, 4_000, generator=g)
+    measures = outlier_measures(values, f=0)
+    assert float(measures.z.max()) > DEFAULT_OUTLIER_THRESHOLD
+    assert float(measures.ratio.max()) < DEFAULT_OUTLIER_RATIO
+    assert not measures.outlying(DEFAULT_OUTLIER_THRESHOLD, DEFAULT_OUTLIER_RATIO).any()
+    values[1] = common - 100 * (values[1] - common)  # one of them reversed and scaled
+    measures = outlier_measures(values, f=0)
+    assert measures.outlying(DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO).tolist() == [
+        False,
+        True,
+        False,
+    ]

@@ -7,12 +7,14 @@ stored shape and the dashboard's reading of it drift apart.
 
 from __future__ import annotations
 
+import torch
+
 from phalanx.agreement_record import AgreementRecord
-from phalanx.assignment import bibd_assignment
+from phalanx.assignment import bibd_assignment, none_assignment
 from phalanx.detection import detect
 from phalanx.event_kinds import EventKind
 from phalanx_api.pages.evidence import KIND_HEADLINES, explain, headline, is_rejection
-from tests.support.replicas import attacked
+from tests.support.replicas import attacked, replica
 
 
 def test_a_flag_is_explained_file_by_file() -> None:
@@ -45,6 +47,23 @@ def test_colluders_are_said_to_send_the_same_update() -> None:
     assert len(shared) == 1
     assert "worker 2 sent the same update as worker 5" in shared[0].sentence
     assert {r.group for r in shared[0].replicas if r.worker in (2, 5)} == {2}
+
+
+def test_an_outlier_shows_its_score_and_how_many_typical_distances_out_it_lies() -> None:
+    assignment = none_assignment(8)
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(64, generator=g)
+    values = [base + 0.1 * torch.randn(64, generator=g) for _ in range(8)]
+    values[5] = -100 * base
+    replicas = [replica(w, w, v) for w, v in enumerate(values)]
+    stored = detect(assignment, replicas).evidence[5].to_dict()
+    facts = dict(explain(EventKind.OUTLIER, 5, stored).facts)
+    assert facts["Score"].endswith("(threshold 8)")
+    ratio = facts["Distance to the median update"]
+    assert ratio == f"{stored['distance_ratio']:.3g} times the typical (at least 2)", ratio
+    # An outlier stored before the ratio was kept shows its score alone.
+    del stored["distance_ratio"]
+    assert "Distance to the median update" not in dict(explain("outlier", 5, stored).facts)
 
 
 def test_a_refused_reply_is_explained_by_its_reason() -> None:
