@@ -1,0 +1,70 @@
+"""The heterogeneity report: its goals read from rows, met and missed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.lib.heterogeneity_grid import IN_PROCESS
+from benchmarks.lib.heterogeneity_markdown import goals, markdown, screening_table
+from benchmarks.lib.heterogeneity_runs import Row
+
+
+def row(aggregator: str, attack: str, q: int, accuracy: float, **fields: Any) -> Row:
+    pre = "nnm" if aggregator.startswith("nnm") else None
+    values: dict[str, Any] = {
+        "partition": "dirichlet",
+        "alpha": 0.3,
+        "aggregator": aggregator,
+        "attack": attack,
+        "q": q,
+        "final_accuracy": accuracy,
+        "honest_flagged": 0.0,
+        "precision": None,
+        "recall": None,
+        "transport": IN_PROCESS,
+        "rule": aggregator.removeprefix("nnm + "),
+        "pre": pre,
+        "rounds": 2,
+        "adversaries": [],
+        "flagged_by_round": [],
+        "byzfl_gap": None,
+        "model_digest": "d",
+        "seconds": 1.0,
+    }
+    return Row(**{**values, **fields})
+
+
+def test_the_nnm_goal_is_met_within_5_points_and_ahead_of_the_plain_rule() -> None:
+    rows = [
+        row("nnm + median", "none", 0, 0.80),
+        row("nnm + median", "alie", 4, 0.77),
+        row("median", "alie", 4, 0.60),
+    ]
+    (within, ahead, screening) = goals(rows)
+    assert "within 5 points of the rule without attack: met (largest drop 3.0 points" in within
+    assert ahead.endswith("met.")
+    assert "met (0.00 % over 1 runs without attack)" in screening
+
+
+def test_the_goals_are_missed_when_an_attack_costs_more_or_a_plain_rule_is_ahead() -> None:
+    rows = [
+        row("nnm + median", "none", 0, 0.80, honest_flagged=0.02),
+        row("nnm + median", "ipm", 4, 0.70),
+        row("mean", "ipm", 4, 0.75),
+    ]
+    (within, ahead, screening) = goals(rows)
+    assert "missed (largest drop 10.0 points, nnm + median under ipm)" in within
+    assert "missed (1 of 1 cells are not)" in ahead
+    assert "missed (2.00 % over 1 runs without attack)" in screening
+
+
+def test_the_screening_table_and_the_report_name_each_partition() -> None:
+    rows = [
+        row("median", "none", 0, 0.8, honest_flagged=0.01),
+        row("median", "none", 0, 0.8, alpha=None, partition="iid"),
+    ]
+    table = "\n".join(screening_table(rows))
+    assert "| Dirichlet 0.3 | 1 | 1.00 % | 1.00 % (median) |" in table
+    assert "| IID | 1 | 0.00 % |" in table
+    text = markdown(rows, ["a note"])
+    assert "## IID: final accuracy (%)" in text and "## Dirichlet 0.3: final accuracy (%)" in text
