@@ -391,7 +391,8 @@ class Coordinator:
         federated = self._federated_evaluation(t, nonce, tasks)
         fed_metrics: dict[str, float] = {}
         if federated is not None:
-            events.extend(federated.events(t, self._client_ids))
+            recorded = frozenset((e.worker, e.kind) for e in events if e.worker is not None)
+            events.extend(federated.events(t, self._client_ids, recorded))
             fed_metrics = federated.metrics()
         lap("evaluate")
 

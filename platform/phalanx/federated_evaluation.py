@@ -43,7 +43,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from torch import Tensor
 
 from phalanx.data_mode import ModelShape
-from phalanx.event_kinds import EventKind
+from phalanx.event_kinds import FAULT_KINDS, EventKind
 from phalanx.local_rounds import count_cap
 from phalanx.replies import MAX_SAMPLES, Rejection
 from phalanx.reports import EventReport
@@ -185,9 +185,21 @@ class FederatedResult:
             )
         return out
 
-    def events(self, t: int, client_ids: Mapping[int, str]) -> list[EventReport]:
-        """Return the events of refused reports (medium: they change no model)."""
-        return [
+    def events(
+        self,
+        t: int,
+        client_ids: Mapping[int, str],
+        recorded: frozenset[tuple[int, str]] = frozenset(),
+    ) -> list[EventReport]:
+        """Return the events of refused reports and of failed evaluations.
+
+        A refused report is a medium event: it changes no model. A worker that failed
+        to evaluate gets the event of its failure's kind (a fault of its own code or
+        data is low severity, never misbehaviour; a malformed answer medium), unless
+        ``recorded`` holds that worker and kind already this round (a client whose data
+        does not fit the model fails its training and its evaluation alike: one event).
+        """
+        refused = [
             EventReport(
                 worker=j.worker,
                 client_id=client_ids.get(j.worker),
@@ -203,6 +215,23 @@ class FederatedResult:
             for j in self.judged
             if j.status == "refused"
         ]
+        failed = [
+            EventReport(
+                worker=r.worker,
+                client_id=client_ids.get(r.worker),
+                kind=r.kind,
+                severity="low" if r.kind in FAULT_KINDS else "medium",
+                evidence={
+                    "round": t,
+                    "reason": f"evaluation: {r.reason}",
+                    "summary": f"Round {t}: worker {r.worker} did not evaluate the global "
+                    f"model: {r.reason}.",
+                },
+            )
+            for r in self.failures
+            if (r.worker, r.kind) not in recorded
+        ]
+        return refused + failed
 
 
 def federated_result(exchange: EvaluationExchange, largest_test: int | None) -> FederatedResult:

@@ -15,9 +15,11 @@ import pytest
 from phalanx.event_kinds import EventKind
 from phalanx.federated_evaluation import MAX_LOSS, EvaluationReport
 from phalanx.local_evaluation import split_sizes
-from phalanx.runs import simulated_partition
+from phalanx.runs import execute_run, simulated_partition
+from phalanx_clients.inprocess import InProcessTransport
 from tests.support.configs import local_config
-from tests.support.coordinator_runs import run
+from tests.support.coordinator_runs import RUN_ID, FakeSink, run
+from tests.support.inprocess import inprocess_workers
 
 PARTITION = {"partition": {"kind": "dirichlet", "alpha": 0.5}}
 
@@ -120,3 +122,25 @@ def test_a_report_that_never_comes_is_left_out_of_the_aggregate() -> None:
     (r,) = run(local_config(rounds=1), tamper_report=silent).reports
     assert r.metrics["fed_reports"] == 5.0
     assert [c.eval_status for c in r.clients][3] is None  # asked, no answer: nothing recorded
+
+
+def test_a_client_that_fails_to_evaluate_is_on_the_record_as_a_fault_not_a_liar(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = local_config(rounds=2)
+    workers = inprocess_workers(config, RUN_ID)
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise OSError("the local test split is unreadable")
+
+    monkeypatch.setattr(workers[2], "evaluate", unreadable)
+    reports = execute_run(
+        config, run_id=RUN_ID, sink=FakeSink(), transport=InProcessTransport(workers)
+    )
+
+    for r in reports:
+        (event,) = [e for e in r.events if e.worker == 2]
+        assert (event.kind, event.severity) == (EventKind.WORKER_ERROR, "low")
+        assert "unreadable" in event.evidence["reason"]
+        assert event.evidence["reason"].startswith("evaluation: ")
+        assert not r.flagged and r.metrics["fed_failed"] == 1.0

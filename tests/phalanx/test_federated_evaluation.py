@@ -135,3 +135,25 @@ def test_liars_move_the_aggregate_no_further_than_their_capped_weight(
     assert math.isfinite(mixed["fed_accuracy"]) and math.isfinite(mixed["fed_loss"])
     assert abs(mixed["fed_accuracy"] - alone["fed_accuracy"]) <= share + 1e-9
     assert abs(mixed["fed_loss"] - alone["fed_loss"]) <= MAX_LOSS * share + 1e-6
+
+
+def test_a_failed_evaluation_is_recorded_once_by_its_kind() -> None:
+    exchange = EvaluationExchange(
+        [report(0)],
+        failures=[
+            Rejection(1, EventKind.WORKER_ERROR, "no test split"),
+            Rejection(2, EventKind.MALFORMED_REPLY, "accuracy is not a number"),
+            Rejection(3, EventKind.DATA_MISMATCH, "holds 1x28x28 images"),
+        ],
+    )
+    result = federated_result(exchange, None)
+
+    # Worker 3's training failed on the same data this round: its event is there already.
+    events = result.events(2, {1: "c1", 2: "c2"}, frozenset({(3, EventKind.DATA_MISMATCH)}))
+
+    assert [(e.worker, e.client_id, e.kind, e.severity) for e in events] == [
+        (1, "c1", EventKind.WORKER_ERROR, "low"),
+        (2, "c2", EventKind.MALFORMED_REPLY, "medium"),
+    ]
+    assert events[1].evidence["reason"] == "evaluation: accuracy is not a number"
+    assert "worker 2 did not evaluate the global model" in events[1].evidence["summary"]
