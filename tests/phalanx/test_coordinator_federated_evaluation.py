@@ -36,7 +36,7 @@ def test_every_round_aggregates_the_clients_reports_by_count_beside_the_servers(
         assert [c.worker for c in rows] == list(range(6))
         assert [c.eval_samples for c in rows] == tests
         assert all(c.eval_status == "counted" for c in rows)
-        weighted = sum(c.eval_accuracy * c.eval_samples for c in rows) / sum(tests)  # type: ignore[operator]
+        weighted = sum(c.eval_accuracy * c.eval_samples for c in rows) / sum(tests)  # type: ignore[operator, misc]
         assert r.metrics["fed_accuracy"] == pytest.approx(weighted)
         assert r.metrics["fed_samples"] == sum(tests)
         assert r.metrics["fed_count_cap"] == max(tests)
