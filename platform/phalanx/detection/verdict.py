@@ -256,11 +256,10 @@ def judge(
       whose distance to the median update is also more than ``outlier_ratio`` times the
       median distance are flagged with severity ``"low"`` (the z-score alone is noise
       among few updates, or when clients' data differ); disabled with
-      ``outlier_threshold=None`` or
-      when fewer than ``f + 3`` replicas arrived. ``reference`` updates, when given, join
-      the crowd the scores are taken against without being judged themselves (a small
-      asynchronous buffer is scored among recent accepted updates: a robust z-score over
-      four values is mostly noise).
+      ``outlier_threshold=None`` or when fewer than ``f + 3`` replicas arrived.
+      ``reference`` updates, when given, join the crowd the scores are taken against
+      without being judged themselves (a small asynchronous buffer is scored among
+      recent accepted updates: a robust z-score over four values is mostly noise).
 
     A file with a single replica is accepted when its worker is neither flagged,
     distrusted nor a suspect, with the weight of any other file: its replica is
