@@ -77,6 +77,10 @@ def merged(old: list[Row], new: list[Row]) -> list[Row]:
     return [*kept, *fresh.values()]
 
 
+def _document(settings: Settings, rows: list[Row]) -> dict[str, object]:
+    return {"settings": dataclasses.asdict(settings), "rows": [dataclasses.asdict(r) for r in rows]}
+
+
 def _choose(given: str | None, known: tuple[str, ...], what: str) -> tuple[str, ...]:
     if given is None:
         return known
@@ -136,17 +140,24 @@ def main(argv: list[str] | None = None) -> int:
             )
         settings = kept
     started = time.perf_counter()
+    done: list[Row] = []
+
+    def keep(row: Row) -> None:
+        """Log a finished run and store every row so far: a stopped grid keeps what ran."""
+        log_row(row)
+        done.append(row)
+        so_far = merged(stored, done) if args.merge else done
+        write_json(results, _document(settings, so_far))
+
     if args.report_only:
         rows = stored
     else:
         cases = grid(partitions, rules, pres, attacks, qs)
-        fresh = run_grid(cases, settings, args.jobs, log_row)
+        run_grid(cases, settings, args.jobs, keep)
         if not args.no_flower:
             for partition in partitions:
-                twin = Case(partition, *FLOWER_AGGREGATOR, NO_ATTACK, 0)
-                fresh.append(run_case(twin, settings, FLOWER))
-                log_row(fresh[-1])
-        rows = merged(stored, fresh) if args.merge else fresh
+                keep(run_case(Case(partition, *FLOWER_AGGREGATOR, NO_ATTACK, 0), settings, FLOWER))
+        rows = merged(stored, done) if args.merge else done
     host = machine()
     notes = [
         f"Fashion-MNIST {settings.model.upper()}, K = 20, r = 1, {settings.rounds} rounds of "
@@ -161,14 +172,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(r.transport == FLOWER for r in rows)} through Flower); the grid has 432 "
         "in-process cases.",
     ]
-    if not args.report_only:
-        write_json(
-            results,
-            {
-                "settings": dataclasses.asdict(settings),
-                "rows": [dataclasses.asdict(r) for r in rows],
-            },
-        )
     write_markdown(
         report_path(args.out, "heterogeneity", ".md", quick=args.quick), markdown(rows, notes)
     )
