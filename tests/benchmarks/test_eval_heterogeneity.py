@@ -1,0 +1,71 @@
+"""eval_heterogeneity.py as a command: the report from stored rows, and mixing refused."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from benchmarks import eval_heterogeneity
+from benchmarks.lib import results
+from benchmarks.lib.heterogeneity_grid import IN_PROCESS, Settings
+from benchmarks.lib.heterogeneity_runs import Row
+
+STORED = Settings(rounds=30, model="mlp", steps=10, batch_size=32, lr=0.05, eval_samples=2000)
+
+
+def _row(aggregator: str, accuracy: float, **fields: object) -> Row:
+    values: dict[str, object] = {
+        "partition": "dirichlet",
+        "alpha": 0.3,
+        "aggregator": aggregator,
+        "attack": "none",
+        "q": 0,
+        "final_accuracy": accuracy,
+        "honest_flagged": 0.0,
+        "precision": None,
+        "recall": None,
+        "transport": IN_PROCESS,
+        "rule": aggregator,
+        "pre": None,
+        "rounds": 30,
+        "adversaries": [],
+        "flagged_by_round": [],
+        "byzfl_gap": 1e-9,
+        "model_digest": "d",
+        "seconds": 1.0,
+    }
+    return Row(**{**values, **fields})  # type: ignore[arg-type]
+
+
+def _store(folder: Path, rows: list[Row]) -> None:
+    results.write_json(
+        folder / "heterogeneity.json",
+        {"settings": dataclasses.asdict(STORED), "rows": [dataclasses.asdict(r) for r in rows]},
+    )
+
+
+def test_report_only_writes_the_report_from_the_stored_rows_and_their_settings(
+    tmp_path: Path,
+) -> None:
+    _store(tmp_path, [_row("median", 0.71), _row("mean", 0.8, honest_flagged=0.04)])
+
+    assert eval_heterogeneity.main(["--report-only", "--out", str(tmp_path)]) == 0
+
+    text = (tmp_path / "heterogeneity.md").read_text(encoding="utf-8")
+    assert "Fashion-MNIST MLP, K = 20, r = 1, 30 rounds of 10 local SGD steps" in text
+    assert "| median | 71.0 |" in text and "| mean | 80.0 |" in text
+    assert "at alpha 0.3: missed (2.00 % over 2 runs without attack)" in text
+
+
+def test_merging_rows_of_other_settings_is_refused_in_words(tmp_path: Path) -> None:
+    _store(tmp_path, [_row("median", 0.71)])
+    argv = ["--merge", "--rounds", "5", "--model", "mlp", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit, match="would mix them"):
+        eval_heterogeneity.main(argv)
+
+
+def test_an_unknown_partition_is_refused_with_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="unknown partitions: dirichlet-9; choose from iid"):
+        eval_heterogeneity.main(["--partitions", "dirichlet-9", "--out", str(tmp_path)])
