@@ -73,6 +73,49 @@ RegistrationToken = Annotated[
 ]
 
 
+def take_proof_slot(
+    request: Request,
+    client_id: UUID,
+    context: ContextDep,
+    db: SessionDep,
+    token: RegistrationToken = None,
+) -> None:
+    """Count a proof against its address's budget and its client's (``proof_per_minute``).
+
+    Both are counted before the body is read or a signature checked. The client's
+    budget is shared by everyone who posts proofs for that id, except its registrant
+    showing its registration token: a stranger spending it cannot keep the registrant
+    from proving.
+
+    Raises
+    ------
+    RateLimitedError
+        When the address, or the client id, has used its budget for now.
+    """
+    per_minute = context.settings.proof_per_minute
+    host = request.client.host if request.client is not None else None
+    wait = context.limits.proof_by_address.acquire(address_key(host))
+    if wait is not None:
+        raise RateLimitedError(
+            f"too many proofs from this address (at most {per_minute} a minute); "
+            f"retry in {retry_after(wait)} s",
+            retry_after_s=wait,
+        )
+    if registration.is_registrant(db, str(client_id), token):
+        return
+    wait = context.limits.proof_by_client.acquire(str(client_id))
+    if wait is not None:
+        raise RateLimitedError(
+            f"too many proofs for client {str(client_id)!r} (at most {per_minute} a minute); "
+            f"retry in {retry_after(wait)} s, or send its registration token in the "
+            f"{registration.REGISTRATION_TOKEN_HEADER} header",
+            retry_after_s=wait,
+        )
+
+
+ProofSlot = Annotated[None, Depends(take_proof_slot)]
+
+
 @router.post("", status_code=201, responses=documented(CONFLICT, TOO_MANY))
 def register_client(
     body: ClientRegistrationIn, db: SessionDep, settings: SettingsDep, _: RegistrationSlot
@@ -103,14 +146,16 @@ def register_client(
     )
 
 
-@router.post("/{client_id}/proof", responses=documented(BAD_REQUEST, NOT_FOUND, CONFLICT))
+@router.post("/{client_id}/proof", responses=documented(BAD_REQUEST, NOT_FOUND, CONFLICT, TOO_MANY))
 def prove_key(
-    client_id: UUID, body: ProofIn, db: SessionDep, settings: SettingsDep
+    client_id: UUID, body: ProofIn, db: SessionDep, settings: SettingsDep, _: ProofSlot
 ) -> ClientStatusOut:
     """Prove possession of the key: the signature over the challenge.
 
     A valid proof spends the challenge and discards the key's other unproven
-    registrations; a wrong one changes nothing.
+    registrations; a wrong one changes nothing. Limited per address and per client
+    (``proof_per_minute``); the registrant's own proofs, showing its registration
+    token in ``X-Registration-Token``, count against its address only.
     """
     with writing(db):
         client = registration.prove_possession(
