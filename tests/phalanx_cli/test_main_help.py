@@ -115,3 +115,12 @@ def test_run_help_describes_its_config_argument() -> None:
     assert result.exit_code == 0
     (line,) = [line for line in result.output.splitlines() if "[CONFIG]" in line and "│" in line]
     assert "The run config, a TOML or JSON file" in line
+
+
+def test_serve_takes_uvicorns_log_levels_as_a_choice() -> None:
+    (level,) = [p for p in _command(("serve",)).params if p.name == "log_level"]
+    assert isinstance(level.type, click.Choice)
+    assert list(level.type.choices) == ["critical", "error", "warning", "info", "debug", "trace"]
+    result = CliRunner().invoke(app, ["serve", "--log-level", "loud"])
+    assert result.exit_code == 2
+    assert "'loud' is not one of" in result.output
