@@ -7,6 +7,7 @@ a fresh interpreter shows which modules each ``--help`` loaded (no clock is read
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,9 @@ def test_every_help_is_in_plain_words_and_every_parameter_is_described(
     for param in command.params:
         help_text = getattr(param, "help", None)
         assert help_text, f"{param.name} of `phalanx {' '.join(path)}` has no help"
+        if isinstance(param.type, click.Choice):  # the help says what it is, not the list again
+            words = set(re.findall(r"[\w-]+", help_text.lower())) - {"or", "and"}
+            assert not words <= {str(c).lower() for c in param.type.choices}, help_text
         texts.append(help_text)
     for text in texts:
         assert "``" not in text and ":class:" not in text and ":mod:" not in text, text
