@@ -56,8 +56,8 @@ class ApiSettings(Settings):
         default=30,
         ge=1,
         description=(
-            "Proofs of possession one address may send per minute, and that may come for one "
-            "client from others than its registrant (429 beyond)."
+            "Proofs of possession and new challenges one address may ask per minute, and proofs "
+            "that may come for one client from others than its registrant (429 beyond)."
         ),
     )
     login_per_minute: int = Field(

@@ -315,10 +315,17 @@ def test_a_caller_hammering_proofs_gets_429_with_retry_after_before_any_work(
         assert [a.status_code for a in answers] == [400] * 5 + [429] * 45
         refused = answers[-1]
         assert refused.headers["retry-after"] == "12"  # one proof every 60 / 5 s
-        assert "too many proofs from this address (at most 5 a minute)" in refused.json()["detail"]
+        assert (
+            "too many proofs and challenges from this address (at most 5 a minute)"
+            in (refused.json()["detail"])
+        )
         assert checked.calls == 5  # the refused ones never reached a signature check
         unknown = client.post(f"{CLIENTS}/{uuid.uuid4()}/proof", content=b"{not json")
         assert unknown.status_code == 429  # neither the database nor the body was read
+        shown = {"X-Registration-Token": registered["registration_token"]}
+        renew = f"{CLIENTS}/{registered['id']}/challenge"
+        assert client.post(renew, headers=shown).status_code == 429  # one budget for both
+        assert client.post(renew, headers={"X-Registration-Token": "guessed"}).status_code == 429
 
         clock.advance(12)  # Retry-After later, the challenge is still there to sign
         assert _prove(client, key, registered).status_code == 200

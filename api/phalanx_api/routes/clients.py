@@ -16,7 +16,7 @@ from phalanx_api.auth import Principal
 from phalanx_api.deps import ContextDep, OperatorDep, SessionDep, SettingsDep, ViewerDep
 from phalanx_api.errors import RateLimitedError
 from phalanx_api.paths import API_PREFIX
-from phalanx_api.ratelimit import address_key, retry_after
+from phalanx_api.ratelimit import RateLimiter, address_key, retry_after
 from phalanx_api.responses import (
     BAD_REQUEST,
     CONFLICT,
@@ -51,12 +51,22 @@ async def take_registration_slot(request: Request, context: ContextDep) -> None:
     RateLimitedError
         When the address has used its budget for now.
     """
+    _take_address_slot(
+        request,
+        context.limits.registration,
+        context.settings.registration_per_minute,
+        what="registrations",
+    )
+
+
+def _take_address_slot(
+    request: Request, limiter: RateLimiter, per_minute: int, *, what: str
+) -> None:
     host = request.client.host if request.client is not None else None
-    wait = context.limits.registration.acquire(address_key(host))
+    wait = limiter.acquire(address_key(host))
     if wait is not None:
-        per_minute = context.settings.registration_per_minute
         raise RateLimitedError(
-            f"too many registrations from this address (at most {per_minute} a minute); "
+            f"too many {what} from this address (at most {per_minute} a minute); "
             f"retry in {retry_after(wait)} s",
             retry_after_s=wait,
         )
@@ -71,6 +81,22 @@ RegistrationToken = Annotated[
         description="The registration_token of the registration's answer.",
     ),
 ]
+
+
+def take_key_step_slot(request: Request, context: ContextDep) -> None:
+    """Count a proof or a new challenge against its address's budget (``proof_per_minute``).
+
+    Raises
+    ------
+    RateLimitedError
+        When the address has used its budget for now.
+    """
+    _take_address_slot(
+        request,
+        context.limits.proof_by_address,
+        context.settings.proof_per_minute,
+        what="proofs and challenges",
+    )
 
 
 def take_proof_slot(
@@ -92,17 +118,10 @@ def take_proof_slot(
     RateLimitedError
         When the address, or the client id, has used its budget for now.
     """
-    per_minute = context.settings.proof_per_minute
-    host = request.client.host if request.client is not None else None
-    wait = context.limits.proof_by_address.acquire(address_key(host))
-    if wait is not None:
-        raise RateLimitedError(
-            f"too many proofs from this address (at most {per_minute} a minute); "
-            f"retry in {retry_after(wait)} s",
-            retry_after_s=wait,
-        )
+    take_key_step_slot(request, context)
     if registration.is_registrant(db, str(client_id), token):
         return
+    per_minute = context.settings.proof_per_minute
     wait = context.limits.proof_by_client.acquire(str(client_id))
     if wait is not None:
         raise RateLimitedError(
@@ -114,6 +133,7 @@ def take_proof_slot(
 
 
 ProofSlot = Annotated[None, Depends(take_proof_slot)]
+ChallengeSlot = Annotated[None, Depends(take_key_step_slot)]
 
 
 @router.post("", status_code=201, responses=documented(CONFLICT, TOO_MANY))
@@ -167,12 +187,19 @@ def prove_key(
 @router.post(
     "/{client_id}/challenge",
     status_code=201,
-    responses=documented(NOT_REGISTRANT, NOT_FOUND, CONFLICT),
+    responses=documented(NOT_REGISTRANT, NOT_FOUND, CONFLICT, TOO_MANY),
 )
 def new_challenge(
-    client_id: UUID, db: SessionDep, settings: SettingsDep, token: RegistrationToken = None
+    client_id: UUID,
+    db: SessionDep,
+    settings: SettingsDep,
+    _: ChallengeSlot,
+    token: RegistrationToken = None,
 ) -> ChallengeOut:
-    """Give an unproven registration a new challenge, extending it; needs its registration token."""
+    """Give an unproven registration a new challenge, extending it; needs its registration token.
+
+    Counted with the proofs against the address's ``proof_per_minute``.
+    """
     with writing(db):
         issued = registration.issue_challenge(
             db, str(client_id), token, challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)
