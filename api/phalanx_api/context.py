@@ -36,7 +36,7 @@ class AppContext:
     signer : SessionSigner
         Signs and checks dashboard session cookies.
     limits : RateLimits
-        The per-address limits of registrations and logins.
+        The per-address limits of registrations, proofs and logins.
     metrics : ApiMetrics
         The app's Prometheus registry.
     templates : Jinja2Templates

@@ -73,6 +73,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         limits=RateLimits.of(
             registration_per_minute=settings.registration_per_minute,
             login_per_minute=settings.login_per_minute,
+            proof_per_minute=settings.proof_per_minute,
         ),
         metrics=ApiMetrics(reads),
         templates=make_templates(),

@@ -162,11 +162,18 @@ class RateLimits:
         Failed dashboard logins per address.
     login_by_prefix : RateLimiter
         Failed dashboard logins per key prefix (the first characters of the key tried).
+    proof_by_address : RateLimiter
+        Proofs of possession (``POST /api/v1/clients/{id}/proof``) per address.
+    proof_by_client : RateLimiter
+        Proofs of possession per client id, but for the registrant's own (which
+        shows its registration token): strangers cannot spend its budget.
     """
 
     registration: RateLimiter
     login_by_address: RateLimiter
     login_by_prefix: RateLimiter
+    proof_by_address: RateLimiter
+    proof_by_client: RateLimiter
 
     @classmethod
     def of(
@@ -174,6 +181,7 @@ class RateLimits:
         *,
         registration_per_minute: int,
         login_per_minute: int,
+        proof_per_minute: int,
         clock: Callable[[], float] = time.monotonic,
     ) -> RateLimits:
         """Build fresh limiters from per-minute budgets, on ``clock``."""
@@ -181,4 +189,6 @@ class RateLimits:
             registration=RateLimiter(registration_per_minute, clock=clock),
             login_by_address=RateLimiter(login_per_minute, clock=clock),
             login_by_prefix=RateLimiter(login_per_minute, clock=clock),
+            proof_by_address=RateLimiter(proof_per_minute, clock=clock),
+            proof_by_client=RateLimiter(proof_per_minute, clock=clock),
         )

@@ -223,12 +223,7 @@ def issue_challenge(
         registration expired.
     """
     client = clients.get_client(session, client_id)
-    expected = client.registration_token_hash
-    if (
-        expected is None
-        or not registration_token
-        or not hmac.compare_digest(expected, hash_secret(registration_token))
-    ):
+    if not _holds_token(client, registration_token):
         raise PermissionDeniedError(
             "only the registrant may ask for a new challenge: send the registration_token "
             f"of the registration's answer in the {REGISTRATION_TOKEN_HEADER} header "
@@ -251,6 +246,27 @@ def issue_challenge(
     challenge, expires_at = _new_challenge(), now + challenge_ttl
     clients.set_challenge(session, client_id, challenge, expires_at=expires_at)
     return IssuedChallenge(client=client, challenge=challenge, expires_at=expires_at)
+
+
+def is_registrant(session: Session, client_id: str, registration_token: str | None) -> bool:
+    """Return whether ``registration_token`` is the registration token of client ``client_id``.
+
+    ``False`` when no token is given, no client has this id, or the client has no
+    token any more (its key is proven).
+    """
+    if not registration_token:
+        return False
+    client = session.get(Client, client_id)
+    return client is not None and _holds_token(client, registration_token)
+
+
+def _holds_token(client: Client, registration_token: str | None) -> bool:
+    expected = client.registration_token_hash
+    return (
+        expected is not None
+        and bool(registration_token)
+        and hmac.compare_digest(expected, hash_secret(registration_token or ""))
+    )
 
 
 def _new_challenge() -> str:

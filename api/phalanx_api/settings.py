@@ -52,6 +52,14 @@ class ApiSettings(Settings):
         ge=1,
         description="Most unproven registrations waiting for their proof at once (429 beyond).",
     )
+    proof_per_minute: int = Field(
+        default=30,
+        ge=1,
+        description=(
+            "Proofs of possession and new challenges one address may ask per minute, and proofs "
+            "that may come for one client from others than its registrant (429 beyond)."
+        ),
+    )
     login_per_minute: int = Field(
         default=10,
         ge=1,

@@ -38,7 +38,9 @@ class CurveChoice(StrEnum):
 @client_app.command("keygen")
 def client_keygen(
     out: Annotated[Path, typer.Option(help="Private key file; the public key goes to OUT.pub.")],
-    curve: Annotated[CurveChoice, typer.Option(help="P-256 or P-384.")] = CurveChoice.P256,
+    curve: Annotated[
+        CurveChoice, typer.Option(help="The NIST curve of the key pair.")
+    ] = CurveChoice.P256,
     force: Annotated[bool, typer.Option(help="Overwrite existing files.")] = False,
 ) -> None:
     """Generate the client's key pair (OpenSSH format, usable as the Flower SuperNode key)."""

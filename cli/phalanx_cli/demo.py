@@ -22,7 +22,9 @@ from phalanx_cli.runs import simulate
 
 if TYPE_CHECKING:
     from phalanx.config import RunConfig
+    from phalanx.exchange import Transport
     from phalanx.reports import RoundReport
+    from phalanx.runs.executor import Federation
     from phalanx.runs.summary import RunSummary
     from phalanx_api.settings import ApiSettings
 
@@ -156,6 +158,7 @@ def serve_demo(
     say: Say,
     on_round: Callable[[RoundReport], None] | None = None,
     keep_serving: Callable[[RunSummary], None] | None = None,
+    federation: Callable[[str], Transport | Federation] | None = None,
 ) -> RunSummary:
     """Serve the dashboard, run ``config`` queued through the API, keep serving.
 
@@ -172,6 +175,9 @@ def serve_demo(
     keep_serving : callable, optional
         Receives the run's summary and blocks while the dashboard should stay
         up (until Ctrl-C).
+    federation : callable, optional
+        Makes the run's workers from its id; by default Flower's simulation
+        engine (Ray). Tests pass workers in this process.
     """
     from phalanx.flower.simulation import SimulationEngine
     from phalanx.roster import SimulatedRoster
@@ -204,7 +210,7 @@ def serve_demo(
         summary = execute(
             sessions,
             run_id,
-            transport=SimulationEngine(),
+            transport=SimulationEngine() if federation is None else federation(run_id),
             roster=SimulatedRoster(run_id),
             claimer=claimer,
             checkpoint_dir=settings.checkpoint_dir,

@@ -45,7 +45,13 @@ def _default_name() -> str:
 
 @keys_app.command("create")
 def keys_create(
-    role: Annotated[KeyRole, typer.Option(help="viewer, operator or admin.")] = KeyRole.VIEWER,
+    role: Annotated[
+        KeyRole,
+        typer.Option(
+            help="What the key may do: viewer reads; operator also reviews cases, decides "
+            "about clients and launches runs; admin also manages keys."
+        ),
+    ] = KeyRole.VIEWER,
     name: Annotated[
         str | None, typer.Option(help="Whose key it is (audit log); default user@host.")
     ] = None,

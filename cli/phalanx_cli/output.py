@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
@@ -51,22 +51,29 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def time_left(first: RoundReport, last: RoundReport, rounds: int, *, seen: int) -> float | None:
-    """Seconds until the run's last round, at the mean round time so far; None when done.
+def time_left(seen: Sequence[RoundReport], rounds: int) -> float | None:
+    """Seconds until the run's last round, at the mean time of its rounds so far; None if unknown.
+
+    The first round this process saw finish is left out of the mean: it carries
+    the federation's warm-up (a local Ray starting its actors, each importing
+    torch), which took 40 s of a quick-digits run whose later rounds took 1 s
+    each and put the ETA ten times too far. So the ETA shows from the second
+    round seen on.
 
     Parameters
     ----------
-    first, last : RoundReport
-        The first and the latest round this process saw finish.
+    seen : sequence of RoundReport
+        The rounds this process saw finish, in order (a resumed run starts past round 1).
     rounds : int
         The run's number of rounds.
-    seen : int
-        How many rounds this process saw finish (a resumed run starts past round 1).
     """
-    left = rounds - last.round
-    if left <= 0 or seen <= 0:
+    if len(seen) < 2:
         return None
-    mean_s = (last.finished_at - first.started_at).total_seconds() / seen
+    left = rounds - seen[-1].round
+    if left <= 0:
+        return None
+    steady = seen[1:]
+    mean_s = (steady[-1].finished_at - steady[0].started_at).total_seconds() / len(steady)
     return max(mean_s, 0.0) * left
 
 
@@ -82,7 +89,8 @@ def round_progress(
 ) -> Iterator[tuple[Progress, Callable[[RoundReport], None]]]:
     """Show a progress bar (round, accuracy, flagged workers, ETA) while rounds finish.
 
-    The ETA is the rounds left times the mean round time so far. On a console
+    The ETA is the rounds left times the mean round time so far, from the second
+    round on (:func:`time_left`). On a console
     that is not a terminal (a log file, a pipe, CI) a bar is only drawn at the
     end, so each round is also printed as a line of its own, except with
     ``--format json``, whose console output is kept to the summary.
@@ -112,7 +120,7 @@ def round_progress(
             seen.append(report)
             flagged = ",".join(map(str, report.flagged)) or "none"
             status = f"accuracy {report.accuracy:.3f}  flagged {flagged}"
-            left = time_left(seen[0], report, config.rounds, seen=len(seen))
+            left = time_left(seen, config.rounds)
             if left is not None:
                 status += f"  ETA {clock(left)}"
             progress.update(task, completed=report.round, status=status)

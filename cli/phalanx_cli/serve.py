@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from phalanx_cli.output import console
+
+
+class LogLevel(StrEnum):
+    """uvicorn's log levels, the quietest first."""
+
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"
+    TRACE = "trace"
 
 
 def serve(
@@ -17,8 +29,9 @@ def serve(
         int | None, typer.Option(help="Port to bind; default PHALANX_API_PORT.")
     ] = None,
     log_level: Annotated[
-        str, typer.Option(help="uvicorn's log level: critical, error, warning, info or debug.")
-    ] = "info",
+        LogLevel,
+        typer.Option(help="How much the server logs, from critical errors to each request."),
+    ] = LogLevel.INFO,
     workers: Annotated[
         int, typer.Option(min=1, help="Server processes (each reads the PHALANX_* settings).")
     ] = 1,
@@ -43,8 +56,8 @@ def serve(
             factory=True,
             host=bind_host,
             port=bind_port,
-            log_level=log_level,
+            log_level=log_level.value,
             workers=workers,
         )
         return
-    uvicorn.run(app, host=bind_host, port=bind_port, log_level=log_level)
+    uvicorn.run(app, host=bind_host, port=bind_port, log_level=log_level.value)

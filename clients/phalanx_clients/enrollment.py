@@ -6,7 +6,10 @@ Any HTTP client in any language can do the same (the wire format is in the READM
    ``{"id": ..., "status": "pending", "challenge": <base64>}``;
 2. sign the decoded challenge bytes (DER ECDSA-SHA256) and ``POST
    {api}/api/v1/clients/{id}/proof`` with ``{"signature": <base64>}`` -> 200
-   ``{"id": ..., "status": ...}``.
+   ``{"id": ..., "status": ...}``. The answer's ``registration_token``, when the
+   server sent one, goes with the proof in ``X-Registration-Token``: the server's
+   limit on proofs for one client then counts only the registrant's address, so
+   strangers posting junk proofs for this id cannot hold the registrant back.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from phalanx.identity import PrivateKey, public_key_to_openssh, sign_challenge
 
 API_PREFIX = "/api/v1"
 """Where the control plane serves its REST API (part of the wire format, as the README says)."""
+
+REGISTRATION_TOKEN_HEADER = "X-Registration-Token"
+"""Where a registrant shows its registration token (part of the wire format)."""
 
 #: Seconds to wait for the control plane.
 DEFAULT_TIMEOUT_S = 30.0
@@ -96,8 +102,13 @@ def register(
         except (binascii.Error, ValueError) as exc:
             raise EnrollmentError("the control plane sent a challenge that is not base64") from exc
         signature = base64.b64encode(sign_challenge(key, challenge)).decode("ascii")
+        token = registered.get("registration_token")
         proved = _post(
-            client, f"{base}/clients/{client_id}/proof", {"signature": signature}, expected=200
+            client,
+            f"{base}/clients/{client_id}/proof",
+            {"signature": signature},
+            expected=200,
+            headers={REGISTRATION_TOKEN_HEADER: token} if isinstance(token, str) else None,
         )
         return Enrollment(client_id=client_id, status=_field(proved, "status"))
     finally:
@@ -105,9 +116,16 @@ def register(
             client.close()
 
 
-def _post(client: httpx.Client, url: str, body: dict[str, str], *, expected: int) -> Any:
+def _post(
+    client: httpx.Client,
+    url: str,
+    body: dict[str, str],
+    *,
+    expected: int,
+    headers: dict[str, str] | None = None,
+) -> Any:
     try:
-        response = client.post(url, json=body)
+        response = client.post(url, json=body, headers=headers)
     except httpx.HTTPError as exc:
         raise EnrollmentError(f"cannot reach {url}: {exc}") from exc
     try:

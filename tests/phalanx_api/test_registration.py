@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from phalanx import identity
 from phalanx.store import audit, clients
+from phalanx_api import registration as registration_module
 from phalanx_api.errors import ProofRejectedError
 from phalanx_api.paths import API_PREFIX
 from phalanx_api.registration import FAILED_PROOF_AUDIT_INTERVAL, prove_possession
 from phalanx_api.settings import ApiSettings
 from phalanx_clients.enrollment import API_PREFIX as CLIENTS_API_PREFIX
+from phalanx_clients.enrollment import REGISTRATION_TOKEN_HEADER as CLIENTS_TOKEN_HEADER
 from phalanx_clients.enrollment import register as enroll
 from tests.support.factories import (
     FakeClock,
@@ -32,6 +37,19 @@ CLIENTS = "/api/v1/clients"
 
 def test_clients_register_where_the_control_plane_serves() -> None:
     assert CLIENTS_API_PREFIX == API_PREFIX
+    assert CLIENTS_TOKEN_HEADER == registration_module.REGISTRATION_TOKEN_HEADER
+
+
+class CountingVerifier:
+    """Wraps the signature check the registration calls, counting its calls (a spy)."""
+
+    def __init__(self, verify: Callable[..., bool]) -> None:
+        self.verify = verify
+        self.calls = 0
+
+    def __call__(self, *args: Any) -> bool:
+        self.calls += 1
+        return self.verify(*args)
 
 
 def _prove(client: TestClient, key: identity.PrivateKey, registered: dict[str, Any]) -> Any:
@@ -275,6 +293,97 @@ def test_a_burst_of_registrations_from_one_address_gets_429_with_retry_after(
         clock.advance(6)
         assert register(client, identity.generate_private_key("P-256"))["id"]
         assert client.post(CLIENTS, json={}).status_code == 429
+
+
+def test_a_caller_hammering_proofs_gets_429_with_retry_after_before_any_work(
+    fresh_settings: ApiSettings,
+    fresh_sessions: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked = CountingVerifier(identity.verify_challenge)
+    monkeypatch.setattr(registration_module, "verify_challenge", checked)
+    clock = FakeClock()
+    app = limited_app(fresh_settings, clock, proof_per_minute=5)
+    with TestClient(app) as client:
+        key = identity.generate_private_key("P-256")
+        registered = register(client, key)
+        url = f"{CLIENTS}/{registered['id']}/proof"
+        junk = {
+            "signature": sign_b64(identity.generate_private_key("P-256"), registered["challenge"])
+        }
+        answers = [client.post(url, json=junk) for _ in range(50)]
+        assert [a.status_code for a in answers] == [400] * 5 + [429] * 45
+        refused = answers[-1]
+        assert refused.headers["retry-after"] == "12"  # one proof every 60 / 5 s
+        assert (
+            "too many proofs and challenges from this address (at most 5 a minute)"
+            in (refused.json()["detail"])
+        )
+        assert checked.calls == 5  # the refused ones never reached a signature check
+        unknown = client.post(f"{CLIENTS}/{uuid.uuid4()}/proof", content=b"{not json")
+        assert unknown.status_code == 429  # neither the database nor the body was read
+        shown = {"X-Registration-Token": registered["registration_token"]}
+        renew = f"{CLIENTS}/{registered['id']}/challenge"
+        assert client.post(renew, headers=shown).status_code == 429  # one budget for both
+        assert client.post(renew, headers={"X-Registration-Token": "guessed"}).status_code == 429
+
+        clock.advance(12)  # Retry-After later, the challenge is still there to sign
+        assert _prove(client, key, registered).status_code == 200
+    with fresh_sessions() as session:
+        failed = audit.list_audit(
+            session, action="client.proof_failed", target_type="client", target_id=registered["id"]
+        )
+    assert len(failed) == 1
+
+
+def test_strangers_spending_a_clients_proof_budget_do_not_hold_its_registrant_back(
+    fresh_settings: ApiSettings,
+) -> None:
+    app = limited_app(fresh_settings, FakeClock(), proof_per_minute=3)
+    with TestClient(app) as client:
+        key = identity.generate_private_key("P-256")
+        registered = register(client, key)
+        url = f"{CLIENTS}/{registered['id']}/proof"
+        signature = sign_b64(key, registered["challenge"])
+        statuses = []
+        for i in range(8):  # each stranger from its own address, within its address's budget
+            with TestClient(app, client=(f"198.51.100.{i}", 40000)) as stranger:
+                statuses.append(stranger.post(url, json={"signature": "AAAA"}).status_code)
+        assert statuses == [400] * 3 + [429] * 5
+        with TestClient(app, client=("198.51.100.99", 40000)) as stranger:
+            guessed = stranger.post(
+                url, json={"signature": "AAAA"}, headers={"X-Registration-Token": "guessed"}
+            )
+            assert guessed.status_code == 429
+            assert "registration token" in guessed.json()["detail"]
+
+        assert client.post(url, json={"signature": signature}).status_code == 429
+        shown = {"X-Registration-Token": registered["registration_token"]}
+        proof = client.post(url, json={"signature": signature}, headers=shown)
+        assert proof.status_code == 200
+        assert proof.json() == {"id": registered["id"], "status": "pending"}
+
+
+def test_phalanx_client_register_shows_its_registration_token_with_its_proof(
+    client: TestClient,
+) -> None:
+    sent: list[httpx.Request] = []
+    answers: list[httpx.Response] = []
+    client.event_hooks["request"].append(sent.append)
+    client.event_hooks["response"].append(answers.append)
+    try:
+        key = identity.generate_private_key("P-256")
+        enrolled = enroll(str(client.base_url), key, unique_name("token"), http=client)
+    finally:
+        client.event_hooks["request"].remove(sent.append)
+        client.event_hooks["response"].remove(answers.append)
+    assert enrolled.status == "pending"
+    registration, proof = sent
+    answers[0].read()
+    token = answers[0].json()["registration_token"]
+    assert proof.url.path.endswith("/proof")
+    assert proof.headers[CLIENTS_TOKEN_HEADER] == token
+    assert "X-Registration-Token" not in registration.headers
 
 
 def test_registrations_waiting_for_their_proof_are_capped(

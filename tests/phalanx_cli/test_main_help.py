@@ -7,6 +7,7 @@ a fresh interpreter shows which modules each ``--help`` loaded (no clock is read
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,9 @@ def test_every_help_is_in_plain_words_and_every_parameter_is_described(
     for param in command.params:
         help_text = getattr(param, "help", None)
         assert help_text, f"{param.name} of `phalanx {' '.join(path)}` has no help"
+        if isinstance(param.type, click.Choice):  # the help says what it is, not the list again
+            words = set(re.findall(r"[\w-]+", help_text.lower())) - {"or", "and"}
+            assert not words <= {str(c).lower() for c in param.type.choices}, help_text
         texts.append(help_text)
     for text in texts:
         assert "``" not in text and ":class:" not in text and ":mod:" not in text, text
@@ -115,3 +119,12 @@ def test_run_help_describes_its_config_argument() -> None:
     assert result.exit_code == 0
     (line,) = [line for line in result.output.splitlines() if "[CONFIG]" in line and "│" in line]
     assert "The run config, a TOML or JSON file" in line
+
+
+def test_serve_takes_uvicorns_log_levels_as_a_choice() -> None:
+    (level,) = [p for p in _command(("serve",)).params if p.name == "log_level"]
+    assert isinstance(level.type, click.Choice)
+    assert list(level.type.choices) == ["critical", "error", "warning", "info", "debug", "trace"]
+    result = CliRunner().invoke(app, ["serve", "--log-level", "loud"])
+    assert result.exit_code == 2
+    assert "'loud' is not one of" in result.output

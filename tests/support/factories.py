@@ -63,6 +63,7 @@ def settings_for(url: str, data_dir: Path, **overrides: object) -> ApiSettings:
         "registration_per_minute": 100_000,
         "max_pending_clients": 100_000,
         "login_per_minute": 100_000,
+        "proof_per_minute": 100_000,
     }
     values.update(overrides)
     return ApiSettings(**values)  # type: ignore[arg-type]
@@ -90,6 +91,7 @@ def limited_app(settings: ApiSettings, clock: FakeClock, **limits: int) -> FastA
         limits=RateLimits.of(
             registration_per_minute=context.settings.registration_per_minute,
             login_per_minute=context.settings.login_per_minute,
+            proof_per_minute=context.settings.proof_per_minute,
             clock=clock,
         ),
     )

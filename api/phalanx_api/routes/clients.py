@@ -16,7 +16,7 @@ from phalanx_api.auth import Principal
 from phalanx_api.deps import ContextDep, OperatorDep, SessionDep, SettingsDep, ViewerDep
 from phalanx_api.errors import RateLimitedError
 from phalanx_api.paths import API_PREFIX
-from phalanx_api.ratelimit import address_key, retry_after
+from phalanx_api.ratelimit import RateLimiter, address_key, retry_after
 from phalanx_api.responses import (
     BAD_REQUEST,
     CONFLICT,
@@ -51,12 +51,22 @@ async def take_registration_slot(request: Request, context: ContextDep) -> None:
     RateLimitedError
         When the address has used its budget for now.
     """
+    _take_address_slot(
+        request,
+        context.limits.registration,
+        context.settings.registration_per_minute,
+        what="registrations",
+    )
+
+
+def _take_address_slot(
+    request: Request, limiter: RateLimiter, per_minute: int, *, what: str
+) -> None:
     host = request.client.host if request.client is not None else None
-    wait = context.limits.registration.acquire(address_key(host))
+    wait = limiter.acquire(address_key(host))
     if wait is not None:
-        per_minute = context.settings.registration_per_minute
         raise RateLimitedError(
-            f"too many registrations from this address (at most {per_minute} a minute); "
+            f"too many {what} from this address (at most {per_minute} a minute); "
             f"retry in {retry_after(wait)} s",
             retry_after_s=wait,
         )
@@ -71,6 +81,59 @@ RegistrationToken = Annotated[
         description="The registration_token of the registration's answer.",
     ),
 ]
+
+
+def take_key_step_slot(request: Request, context: ContextDep) -> None:
+    """Count a proof or a new challenge against its address's budget (``proof_per_minute``).
+
+    Raises
+    ------
+    RateLimitedError
+        When the address has used its budget for now.
+    """
+    _take_address_slot(
+        request,
+        context.limits.proof_by_address,
+        context.settings.proof_per_minute,
+        what="proofs and challenges",
+    )
+
+
+def take_proof_slot(
+    request: Request,
+    client_id: UUID,
+    context: ContextDep,
+    db: SessionDep,
+    token: RegistrationToken = None,
+) -> None:
+    """Count a proof against its address's budget and its client's (``proof_per_minute``).
+
+    Both are counted before the body is read or a signature checked. The client's
+    budget is shared by everyone who posts proofs for that id, except its registrant
+    showing its registration token: a stranger spending it cannot keep the registrant
+    from proving.
+
+    Raises
+    ------
+    RateLimitedError
+        When the address, or the client id, has used its budget for now.
+    """
+    take_key_step_slot(request, context)
+    if registration.is_registrant(db, str(client_id), token):
+        return
+    per_minute = context.settings.proof_per_minute
+    wait = context.limits.proof_by_client.acquire(str(client_id))
+    if wait is not None:
+        raise RateLimitedError(
+            f"too many proofs for client {str(client_id)!r} (at most {per_minute} a minute); "
+            f"retry in {retry_after(wait)} s, or send its registration token in the "
+            f"{registration.REGISTRATION_TOKEN_HEADER} header",
+            retry_after_s=wait,
+        )
+
+
+ProofSlot = Annotated[None, Depends(take_proof_slot)]
+ChallengeSlot = Annotated[None, Depends(take_key_step_slot)]
 
 
 @router.post("", status_code=201, responses=documented(CONFLICT, TOO_MANY))
@@ -103,14 +166,16 @@ def register_client(
     )
 
 
-@router.post("/{client_id}/proof", responses=documented(BAD_REQUEST, NOT_FOUND, CONFLICT))
+@router.post("/{client_id}/proof", responses=documented(BAD_REQUEST, NOT_FOUND, CONFLICT, TOO_MANY))
 def prove_key(
-    client_id: UUID, body: ProofIn, db: SessionDep, settings: SettingsDep
+    client_id: UUID, body: ProofIn, db: SessionDep, settings: SettingsDep, _: ProofSlot
 ) -> ClientStatusOut:
     """Prove possession of the key: the signature over the challenge.
 
     A valid proof spends the challenge and discards the key's other unproven
-    registrations; a wrong one changes nothing.
+    registrations; a wrong one changes nothing. Limited per address and per client
+    (``proof_per_minute``); the registrant's own proofs, showing its registration
+    token in ``X-Registration-Token``, count against its address only.
     """
     with writing(db):
         client = registration.prove_possession(
@@ -122,12 +187,19 @@ def prove_key(
 @router.post(
     "/{client_id}/challenge",
     status_code=201,
-    responses=documented(NOT_REGISTRANT, NOT_FOUND, CONFLICT),
+    responses=documented(NOT_REGISTRANT, NOT_FOUND, CONFLICT, TOO_MANY),
 )
 def new_challenge(
-    client_id: UUID, db: SessionDep, settings: SettingsDep, token: RegistrationToken = None
+    client_id: UUID,
+    db: SessionDep,
+    settings: SettingsDep,
+    _: ChallengeSlot,
+    token: RegistrationToken = None,
 ) -> ChallengeOut:
-    """Give an unproven registration a new challenge, extending it; needs its registration token."""
+    """Give an unproven registration a new challenge, extending it; needs its registration token.
+
+    Counted with the proofs against the address's ``proof_per_minute``.
+    """
     with writing(db):
         issued = registration.issue_challenge(
             db, str(client_id), token, challenge_ttl=timedelta(seconds=settings.challenge_ttl_s)

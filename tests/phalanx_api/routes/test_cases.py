@@ -175,6 +175,41 @@ def test_bulk_confirm_closes_every_open_event_bans_the_clients_and_audits_each_e
     assert f"case {ids[liar]} was already confirmed by 'operator-key'" in again.json()["detail"]
 
 
+def test_bulk_dismiss_with_mute_closes_every_open_event_and_bans_nobody(
+    client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
+) -> None:
+    run_id, (liar, forger) = seed_run_with_events(sessions, num_rounds=4)
+    ids = case_ids(sessions, run_id)
+
+    response = client.post(
+        f"{CASES}/review",
+        json={
+            "case_ids": [ids[liar], ids[forger]],
+            "decision": "dismiss",
+            "note": "a test federation",
+            "mute": True,
+        },
+        headers=api_keys.headers("operator"),
+    )
+
+    assert response.status_code == 200, response.text
+    items = response.json()["items"]
+    assert [(i["closed_events"], i["client_status"], i["client_banned"]) for i in items] == [
+        (4, "approved", False),
+        (4, "approved", False),
+    ]
+    assert [i["muted_kinds"] for i in items] == [[FLAG], [REFUSAL]]
+    assert {(e.review_status, e.reviewed_by, e.note) for e in events_of(sessions, run_id)} == {
+        (ReviewStatus.DISMISSED, "operator-key", "a test federation")
+    }
+    with sessions() as session:
+        statuses = [session.scalar(select(Client.status).where(Client.id == c)) for c in ids]
+    assert statuses == [ClientStatus.APPROVED] * 2
+    record_more(sessions, run_id, liar, FLAG)  # muted: it arrives dismissed, the queue stays empty
+    viewer = api_keys.headers("viewer")
+    assert client.get(CASES, params={"run_id": run_id}, headers=viewer).json()["items"] == []
+
+
 def test_confirming_a_case_of_faults_alone_never_bans(
     client: TestClient, api_keys: Keys, sessions: sessionmaker[Session]
 ) -> None:

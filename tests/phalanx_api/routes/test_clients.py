@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -31,15 +32,19 @@ CLIENTS = "/api/v1/clients"
 @pytest.mark.parametrize("form", ["pem", "openssh"])
 @pytest.mark.parametrize("curve", ["P-256", "P-384"])
 def test_registration_with_a_real_key_then_proof_then_approval(
-    curve: identity.Curve, form: str, client: TestClient, api_keys: Keys
+    curve: identity.Curve, form: str, client: TestClient, api_keys: Keys, api_settings: ApiSettings
 ) -> None:
     key = identity.generate_private_key(curve)
+    sent_at = datetime.now(UTC)
     response = client.post(
         CLIENTS, json={"name": f"w-{curve}-{form}", "public_key": public_key_text(key, form)}
     )
     assert response.status_code == 201
     registered = response.json()
-    assert {"id", "status", "challenge"} <= set(registered)  # the README's wire format
+    assert {"id", "status", "challenge", "expires_at"} <= set(registered)  # the README's format
+    expires_at = datetime.fromisoformat(registered["expires_at"])
+    ttl = timedelta(seconds=api_settings.challenge_ttl_s)
+    assert sent_at + ttl <= expires_at <= datetime.now(UTC) + ttl
     assert registered["status"] == "pending"
     assert registered["registration_token"]
     assert len(base64.b64decode(registered["challenge"], validate=True)) == 32
@@ -189,8 +194,6 @@ def test_a_new_challenge_replaces_the_old_one_for_the_registrant(client: TestCli
 def test_an_expired_registration_is_refused_and_registering_again_works(
     client: TestClient, sessions: sessionmaker[Session]
 ) -> None:
-    from datetime import UTC, datetime, timedelta
-
     key = identity.generate_private_key("P-256")
     registered = register(client, key, "late-worker")
     with sessions.begin() as session:

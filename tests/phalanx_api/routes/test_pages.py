@@ -376,6 +376,8 @@ def test_an_unproven_registration_is_marked_and_offers_no_approval(
     assert "key not proven yet" in row(unproven["id"])
     assert re.findall(r'data-action="(\w+)"', row(unproven["id"])) == ["suspend", "ban"]
     assert "key not proven yet" not in row(proven)
+    assert "data-proven" in row(proven) and "key proven" in row(proven)
+    assert "data-proven" not in row(unproven["id"])
     assert re.findall(r'data-action="(\w+)"', row(proven)) == ["approve", "suspend", "ban"]
 
 
