@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +38,10 @@ from phalanx.data_mode import LocalTrainingConfig
 from phalanx.nets import flatten_params, load_flat_, num_params
 
 MAX_SEED = 2**63 - 1
+
+LabelPoison = Callable[[Tensor, int], Tensor]
+"""Labels and the number of classes in, the labels to train on out (a data attack's
+``poison_labels``, :class:`phalanx.attacks.DataAttack`)."""
 
 
 class ModelDataMismatchError(ValueError):
@@ -109,6 +113,7 @@ def train_locally(
     settings: LocalTrainingConfig,
     *,
     seed: int,
+    poison_labels: LabelPoison | None = None,
 ) -> LocalUpdate:
     """Train a copy of ``model``, started at ``params``, on a client's ``dataset``.
 
@@ -132,6 +137,11 @@ def train_locally(
     seed : int
         ``0 .. 2**63 - 1``; e.g. :func:`phalanx.training.derive_seed` of the run,
         the round and the client.
+    poison_labels : callable, optional
+        A simulated adversary's data attack: maps the data's labels and its number of
+        classes to the labels trained on instead (e.g.
+        :meth:`phalanx.attacks.LabelFlip.poison_labels`), once, before training; the
+        images, the order of the minibatches and the count stay the client's own.
 
     Returns
     -------
@@ -145,13 +155,15 @@ def train_locally(
     ModelDataMismatchError
         When the model does not fit the data (see :func:`check_model_fits`).
     ValueError
-        When ``params`` or ``seed`` is malformed.
+        When ``params`` or ``seed`` is malformed, or ``poison_labels`` returns anything
+        but one label in ``0 .. num_classes - 1`` per sample.
     """
     start = _checked_params(model, params)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed must be a whole number in 0..2**63 - 1, got {seed!r}")
     local = load_flat_(copy.deepcopy(model), start)
     check_model_fits(local, dataset)
+    labels = dataset.y if poison_labels is None else _poisoned(poison_labels, dataset)
     n = len(dataset)
     batch = min(settings.batch_size, n)
     total = settings.steps or math.ceil(n / batch) * (settings.epochs or 1)
@@ -163,10 +175,27 @@ def train_locally(
         optimizer = _optimizer(local, settings)
         for chosen in _minibatches(n, batch, total, order):
             optimizer.zero_grad(set_to_none=True)
-            loss = functional.cross_entropy(local(dataset.x[chosen]), dataset.y[chosen])
+            loss = functional.cross_entropy(local(dataset.x[chosen]), labels[chosen])
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
     return LocalUpdate(update=start - flatten_params(local), num_samples=n, steps=total)
+
+
+def _poisoned(poison_labels: LabelPoison, dataset: ImageDataset) -> Tensor:
+    """The labels ``poison_labels`` gives ``dataset``'s, checked: one class index per sample."""
+    labels = poison_labels(dataset.y.clone(), dataset.num_classes)
+    if (
+        not isinstance(labels, Tensor)
+        or labels.shape != dataset.y.shape
+        or labels.dtype != torch.int64
+    ):
+        got = f"{labels.dtype} {tuple(labels.shape)}" if isinstance(labels, Tensor) else labels
+        raise ValueError(
+            f"poison_labels must return int64 labels shaped {tuple(dataset.y.shape)}, got {got}"
+        )
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= dataset.num_classes):
+        raise ValueError(f"poison_labels returned labels outside 0..{dataset.num_classes - 1}")
+    return labels
 
 
 def _minibatches(n: int, batch: int, total: int, generator: torch.Generator) -> Iterator[Tensor]:
