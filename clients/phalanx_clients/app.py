@@ -115,7 +115,7 @@ TEAMS_KEPT = 4
 
 
 def _red_team(config: RunConfig) -> RedTeam | None:
-    """The config's red team, reading the run's training split from this process's cache."""
+    """Build the config's red team; it reads the run's training split from this process's cache."""
     return RedTeam.from_config(
         config, train_data=lambda c: _train_set(c.data.dataset, c.data.num_classes)
     )

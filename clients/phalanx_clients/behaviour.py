@@ -227,7 +227,6 @@ class Behaviour:
             out[f] = attack(honest[f], ctx)
         return out
 
-
     def _local_updates(
         self,
         honest: dict[int, Tensor],
@@ -237,7 +236,7 @@ class Behaviour:
         config: RunConfig,
         train_set: ImageDataset,
     ) -> dict[int, Tensor]:
-        """The updates of a local-data task: its one file, trained on poisoned labels or forged.
+        """Return a local-data task's update: trained on poisoned labels, or forged.
 
         The context of an update attack: the file's only holder is the adversary
         itself (r = 1), so ``holders`` is ``(worker,)``, ``fellows`` is ``{worker}``
@@ -251,7 +250,12 @@ class Behaviour:
             model = local_model(config, shape)
             for f in targets:
                 out[f] = compute_local_update(
-                    config, model, train_set, task.round, f, params,
+                    config,
+                    model,
+                    train_set,
+                    task.round,
+                    f,
+                    params,
                     poison_labels=attack.poison_labels,
                 ).update
             return out

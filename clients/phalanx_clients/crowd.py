@@ -88,7 +88,9 @@ class LocalCrowd:
     def training_data(self, worker: int) -> ImageDataset:
         """Return what honest client ``worker`` trains on: its part less its test split."""
         own = client_data(self.train_set, self.partition, worker)
-        return client_split(own, self.config.data.local, run_seed=self.config.seed, worker=worker).train
+        return client_split(
+            own, self.config.data.local, run_seed=self.config.seed, worker=worker
+        ).train
 
     def reference_updates(
         self,

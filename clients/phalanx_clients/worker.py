@@ -7,6 +7,8 @@ raises :class:`~phalanx.local_training.ModelDataMismatchError`, which the worker
 runtime reports as a ``data_mismatch`` fault. With federated evaluation on, it
 holds out a seeded share of its data as its local test split, trains on the rest
 and evaluates the global model on it when asked (:meth:`Worker.evaluate`).
+A simulated adversary's behaviour gets what the worker trains on (on local data,
+its own data less its test split) and the worker claims that count for it too.
 """
 
 from __future__ import annotations

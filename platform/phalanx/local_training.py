@@ -182,7 +182,7 @@ def train_locally(
 
 
 def _poisoned(poison_labels: LabelPoison, dataset: ImageDataset) -> Tensor:
-    """The labels ``poison_labels`` gives ``dataset``'s, checked: one class index per sample."""
+    """Return the labels ``poison_labels`` gives ``dataset``'s, checked: one class per sample."""
     labels = poison_labels(dataset.y.clone(), dataset.num_classes)
     if (
         not isinstance(labels, Tensor)

@@ -254,7 +254,11 @@ def test_a_poison_that_returns_no_labels_of_the_data_is_refused(
     model = digits_model()
     with pytest.raises(ValueError, match=expected):
         train_locally(
-            model, flatten_params(model), client_data, LocalTrainingConfig(), seed=0,
+            model,
+            flatten_params(model),
+            client_data,
+            LocalTrainingConfig(),
+            seed=0,
             poison_labels=poison,
         )
 
@@ -266,7 +270,11 @@ def test_a_poison_that_writes_into_its_input_leaves_the_client_s_labels_alone(
     before = client_data.y.clone()
 
     train_locally(
-        model, flatten_params(model), client_data, LocalTrainingConfig(), seed=0,
+        model,
+        flatten_params(model),
+        client_data,
+        LocalTrainingConfig(),
+        seed=0,
         poison_labels=_scribbles,
     )
 

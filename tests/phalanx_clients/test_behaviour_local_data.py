@@ -55,11 +55,9 @@ def params(shape: ModelShape) -> Tensor:
     return flatten_params(model)
 
 
-def attacked(name: str, **params: Any) -> RunConfig:
-    config = {"name": name, "q": 2}
-    if params:
-        config["params"] = params  # type: ignore[assignment]
-    return local_config(data={"partition": {"kind": "dirichlet", "alpha": 0.5}}, attack=config)
+def attacked(name: str | None, **params: Any) -> RunConfig:
+    attack = {"name": name, "q": 2, "params": params} if name else {}
+    return local_config(data={"partition": {"kind": "dirichlet", "alpha": 0.5}}, attack=attack)
 
 
 def replies(config: RunConfig, params: Tensor, shape: ModelShape) -> dict[int, Reply]:
@@ -73,7 +71,7 @@ def replies(config: RunConfig, params: Tensor, shape: ModelShape) -> dict[int, R
 
 @pytest.fixture(scope="module")
 def without_attack(params: Tensor, shape: ModelShape) -> dict[int, Reply]:
-    return replies(attacked("alie").model_copy(update={"attack": RunConfig().attack}), params, shape)
+    return replies(attacked(None), params, shape)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A client's update on its own data: the run's local settings, seeded by the run, round and file."""
+"""A client's update on its own data: the run's local settings, seeded by run, round and file."""
 
 from __future__ import annotations
 

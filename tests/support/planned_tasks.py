@@ -1,4 +1,4 @@
-"""A worker's task as the coordinator plans it: its files and their samples, or its model's shape."""
+"""A worker's task as the coordinator plans it: its files and samples, or its model's shape."""
 
 from __future__ import annotations
 
