@@ -207,7 +207,7 @@ class Behaviour:
                 task.round,
                 {f: samples[f] for f in targets},
                 params,
-                poison_labels=True,
+                poison_labels=attack.poison_labels,
             )
             return {**honest, **poisoned}
         reference = _reference_updates(config, train_set, task.round, assignment.num_files, params)

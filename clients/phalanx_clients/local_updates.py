@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from phalanx.attacks.labels import LabelPoison
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.data_mode import LocalTrainingConfig, ModelShape
-from phalanx.local_training import LabelPoison, LocalUpdate, train_locally
+from phalanx.local_training import LocalUpdate, train_locally
 from phalanx.nets import build_model
 from phalanx.training import derive_seed
 

