@@ -240,7 +240,8 @@ class Behaviour:
 
         The context of an update attack: the file's only holder is the adversary
         itself (r = 1), so ``holders`` is ``(worker,)``, ``fellows`` is ``{worker}``
-        and ``majority`` holds; ``honest_updates`` is the round's reference crowd.
+        and ``majority`` holds; ``honest_updates`` is a copy of the round's reference
+        crowd (an attack that writes into it changes no other adversary's crowd).
         """
         shape = task.model_shape
         assert shape is not None  # the caller's test
@@ -259,7 +260,7 @@ class Behaviour:
                     poison_labels=attack.poison_labels,
                 ).update
             return out
-        reference = self.red_team.reference_updates(config, task.round, params, shape)
+        reference = self.red_team.reference_updates(config, task.round, params, shape).clone()
         for f in targets:
             ctx = AttackContext(
                 round=task.round,

@@ -54,7 +54,8 @@ def reference_clients(
     ValueError
         When no worker is honest.
     """
-    honest = [w for w in range(num_workers) if w not in set(adversaries)]
+    liars = set(adversaries)
+    honest = [w for w in range(num_workers) if w not in liars]
     if not honest:
         raise ValueError(f"every one of the {num_workers} workers is an adversary: no crowd")
     g = torch.Generator().manual_seed(derive_seed(run_seed, round, REFERENCE_DRAW))

@@ -195,7 +195,7 @@ def test_every_adversary_sees_one_crowd_of_honest_clients_computed_once_per_roun
     assert computed == [ROUND]
     assert [ctx.worker for ctx in recorder.seen] == sorted(liars)
     stacks = [ctx.honest_updates for ctx in recorder.seen]
-    assert all(s is stacks[0] for s in stacks)
+    assert all(s is not None and torch.equal(s, stacks[0]) for s in stacks)  # type: ignore[arg-type]
     members = reference_clients(12, liars, config.seed, ROUND)
     assert len(members) == 8 and not set(members) & liars
     # Each row is that honest client's own update, to the bit.
@@ -210,6 +210,43 @@ def test_every_adversary_sees_one_crowd_of_honest_clients_computed_once_per_roun
         assert ctx.fellows == frozenset({ctx.worker})
         assert ctx.majority
         assert (ctx.num_workers, ctx.num_byzantine) == (12, 3)
+
+
+@dataclass
+class FakeScribblingAttack:
+    """A test double of a hostile plug-in: zeroes the crowd it is shown, then sends it."""
+
+    name: ClassVar[str] = "fake_scribbling"
+    seen: list[Tensor] = field(default_factory=list)
+
+    def __call__(self, honest: Tensor, ctx: AttackContext) -> Tensor:
+        assert ctx.honest_updates is not None
+        self.seen.append(ctx.honest_updates.clone())
+        ctx.honest_updates.zero_()
+        return honest
+
+
+def test_an_attack_that_writes_into_its_crowd_changes_no_other_adversary_s(
+    params: Tensor, shape: ModelShape
+) -> None:
+    config = attacked("sign_flip")
+    train = load_dataset("digits", "train")
+    scribbler = FakeScribblingAttack()
+    team = RedTeam(adversaries(config), scribbler, "all", train_data=lambda _: train)
+    workers = inprocess_workers(config, RUN_ID)
+
+    for liar in sorted(team.adversaries):
+        task = local_task(config, ROUND, liar, shape, run_id=RUN_ID)
+        team.behaviour_of(liar).updates(  # type: ignore[union-attr]
+            workers[liar].honest_updates(task, params),
+            task,
+            params,
+            config=config,
+            train_set=workers[liar].local_data(liar).train,
+        )
+
+    first, second = scribbler.seen
+    assert torch.equal(first, second) and bool(first.abs().sum() > 0)
 
 
 def test_a_crowd_computed_from_other_parameters_is_not_reused(
