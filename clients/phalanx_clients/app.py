@@ -114,6 +114,13 @@ TEAMS_KEPT = 4
 """Runs whose red team a ClientApp process keeps built at once."""
 
 
+def _red_team(config: RunConfig) -> RedTeam | None:
+    """Build the config's red team; it reads the run's training split from this process's cache."""
+    return RedTeam.from_config(
+        config, train_data=lambda c: _train_set(c.data.dataset, c.data.num_classes)
+    )
+
+
 @dataclass(frozen=True)
 class SimulatedWorkers:
     """Identities derived from the run id and worker index; the config's red team lies.
@@ -126,10 +133,11 @@ class SimulatedWorkers:
     ----------
     red_team : callable
         Maps the run config to its red team (``None``: every worker honest).
-        The default reads the ``attack`` section.
+        The default reads the ``attack`` section; on local data its reference crowd
+        reads the run's training split this process holds for its workers.
     """
 
-    red_team: RedTeamFactory = RedTeam.from_config
+    red_team: RedTeamFactory = _red_team
     _teams: OrderedDict[str, RedTeam | None] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False, hash=False
     )

@@ -6,13 +6,24 @@ the attack's output. Omniscient attacks (ALIE, IPM, mimic) see the honest
 updates of a sample of the round's files, the same sample for every adversary,
 so colluding adversaries send identical vectors for the same file.
 
+On local data (a task that names the run's model shape) an adversary's task has
+one file, its own, and no sample index. Its honest update is its local training on
+its own data, as an honest client of that data would train; a data attack (label
+flip) trains so on poisoned labels; an update attack sees the reference crowd
+(:mod:`phalanx_clients.crowd`): the honest local updates of a round-seeded sample
+of honest clients, computed once per round by the red team. Its reply claims the
+count an honest client of its data would claim.
+
 The red team knows the round's plan (it is the omniscient adversary of a
 simulation): it derives the assignment and the files' samples it needs once per
-round and keeps the last few (:data:`ROUNDS_KEPT`), instead of once per task.
+round and keeps the last few (:data:`ROUNDS_KEPT`), instead of once per task; so
+too the reference crowd.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -27,16 +38,27 @@ from phalanx.attacks import (
     load_attack,
 )
 from phalanx.config import RunConfig
-from phalanx.data import ImageDataset
+from phalanx.data import ImageDataset, load_dataset
+from phalanx.data_mode import ModelShape
 from phalanx.plan import adversaries, round_assignment, round_samples, task_samples
 from phalanx.replies import Task
 from phalanx.training import derive_seed
+from phalanx_clients.crowd import LocalCrowd
 from phalanx_clients.file_updates import compute_file_updates
+from phalanx_clients.local_updates import compute_local_update, local_model
 
 REFERENCE_FILES = 8
 
 ROUNDS_KEPT = 2
 """Rounds whose plan a red team keeps at once (a round's tasks all come before the next's)."""
+
+TrainData = Callable[[RunConfig], ImageDataset]
+"""Maps a run config to the run's training split (what a simulated client's part comes from)."""
+
+
+def run_train_set(config: RunConfig) -> ImageDataset:
+    """Load the training split of ``config``'s dataset (the red team's default source)."""
+    return load_dataset(config.data.dataset, "train", num_classes=config.data.num_classes)
 
 
 @dataclass(frozen=True)
@@ -54,7 +76,16 @@ class RedTeam:
     adversaries: frozenset[int]
     attack: Attack | DataAttack
     strategy: str
+    train_data: TrainData = field(default=run_train_set, repr=False, compare=False)
+    """The run's training split, for the reference crowd on local data (a host that
+    holds it already passes it, so the red team does not load a second copy)."""
     _plans: dict[int, RoundPlan] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    _crowds: dict[str, LocalCrowd] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    _references: dict[int, tuple[bytes, Tensor]] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
 
@@ -74,9 +105,46 @@ class RedTeam:
                 del self._plans[min(self._plans)]
         return plan
 
+    def local_crowd(self, config: RunConfig) -> LocalCrowd:
+        """Return every simulated client's own data in ``config``'s run, derived once."""
+        key = hashlib.sha256(config.model_dump_json().encode()).hexdigest()
+        crowd = self._crowds.get(key)
+        if crowd is None:
+            self._crowds.clear()  # one run per red team: keep its crowd, never a second
+            crowd = self._crowds[key] = LocalCrowd.of(config, self.train_data(config))
+        return crowd
+
+    def reference_updates(
+        self, config: RunConfig, round: int, params: Tensor, shape: ModelShape
+    ) -> Tensor:
+        """Return round ``round``'s reference crowd on local data, computed once per round.
+
+        The stack of :meth:`phalanx_clients.crowd.LocalCrowd.reference_updates`, the
+        same for every adversary; kept for the last :data:`ROUNDS_KEPT` rounds, each
+        with the digest of the ``params`` it started from (other parameters: computed
+        afresh).
+        """
+        digest = hashlib.sha256(params.detach().to(torch.float32).numpy().tobytes()).digest()
+        kept = self._references.get(round)
+        if kept is not None and kept[0] == digest:
+            return kept[1]
+        stack = self.local_crowd(config).reference_updates(
+            self.round_plan(config, round).assignment, self.adversaries, round, params, shape
+        )
+        self._references[round] = (digest, stack)
+        while len(self._references) > ROUNDS_KEPT:
+            del self._references[min(self._references)]
+        return stack
+
     @classmethod
-    def from_config(cls, config: RunConfig) -> RedTeam | None:
-        """Build the red team a run config describes, or ``None`` when it has no attack."""
+    def from_config(
+        cls, config: RunConfig, *, train_data: TrainData = run_train_set
+    ) -> RedTeam | None:
+        """Build the red team a run config describes, or ``None`` when it has no attack.
+
+        ``train_data`` gives the run's training split, read only on local data (for
+        the reference crowd of update attacks).
+        """
         spec = config.attack
         if spec.q == 0 or spec.name is None:
             return None
@@ -84,6 +152,7 @@ class RedTeam:
             adversaries=adversaries(config),
             attack=load_attack(spec.name, **spec.params),
             strategy=spec.strategy,
+            train_data=train_data,
         )
 
     def behaviour_of(self, worker: int) -> Behaviour | None:
@@ -119,13 +188,16 @@ class Behaviour:
         config : RunConfig
             The run.
         train_set : ImageDataset
-            The worker's training data (a data attack trains on it with flipped labels).
+            The worker's training data (a data attack trains on it with flipped labels);
+            on local data, its own data less its local test split, as it trains on it.
         """
         plan = self.red_team.round_plan(config, task.round)
         assignment = plan.assignment
         targets = sorted(plan.distort.get(task.worker, frozenset()) & set(task.files))
         if not targets:
             return honest
+        if task.model_shape is not None:
+            return self._local_updates(honest, task, params, targets, config, train_set)
         attack = self.red_team.attack
         if isinstance(attack, DataAttack):
             samples = task.samples_by_file()
@@ -135,7 +207,7 @@ class Behaviour:
                 task.round,
                 {f: samples[f] for f in targets},
                 params,
-                poison_labels=True,
+                poison_labels=attack.poison_labels,
             )
             return {**honest, **poisoned}
         reference = _reference_updates(config, train_set, task.round, assignment.num_files, params)
@@ -151,6 +223,55 @@ class Behaviour:
                 seed=config.seed,
                 holders=assignment.workers_of(f),
                 fellows=self.red_team.adversaries & set(assignment.workers_of(f)),
+            )
+            out[f] = attack(honest[f], ctx)
+        return out
+
+    def _local_updates(
+        self,
+        honest: dict[int, Tensor],
+        task: Task,
+        params: Tensor,
+        targets: list[int],
+        config: RunConfig,
+        train_set: ImageDataset,
+    ) -> dict[int, Tensor]:
+        """Return a local-data task's update: trained on poisoned labels, or forged.
+
+        The context of an update attack: the file's only holder is the adversary
+        itself (r = 1), so ``holders`` is ``(worker,)``, ``fellows`` is ``{worker}``
+        and ``majority`` holds; ``honest_updates`` is a copy of the round's reference
+        crowd (an attack that writes into it changes no other adversary's crowd).
+        """
+        shape = task.model_shape
+        assert shape is not None  # the caller's test
+        attack = self.red_team.attack
+        out = dict(honest)
+        if isinstance(attack, DataAttack):
+            model = local_model(config, shape)
+            for f in targets:
+                out[f] = compute_local_update(
+                    config,
+                    model,
+                    train_set,
+                    task.round,
+                    f,
+                    params,
+                    poison_labels=attack.poison_labels,
+                ).update
+            return out
+        reference = self.red_team.reference_updates(config, task.round, params, shape).clone()
+        for f in targets:
+            ctx = AttackContext(
+                round=task.round,
+                file=f,
+                worker=task.worker,
+                honest_updates=reference,
+                num_workers=config.assignment.num_workers,
+                num_byzantine=len(self.red_team.adversaries),
+                seed=config.seed,
+                holders=(task.worker,),
+                fellows=frozenset({task.worker}),
             )
             out[f] = attack(honest[f], ctx)
         return out

@@ -1,4 +1,4 @@
-"""The updates a worker computes for its files: honest, or with flipped labels (a data attack).
+"""The updates a worker computes for its files: honest, or with poisoned labels (a data attack).
 
 Honest workers (:mod:`phalanx_clients.worker`) and Byzantine ones
 (:mod:`phalanx_clients.behaviour`) both start from these, so every honest replica
@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
+from phalanx.attacks.labels import LabelPoison, poisoned_labels
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
 from phalanx.nets import build_model, load_flat_
@@ -27,19 +28,23 @@ def compute_file_updates(
     samples: Mapping[int, Sequence[int]],
     params: Tensor,
     *,
-    poison_labels: bool = False,
+    poison_labels: LabelPoison | None = None,
 ) -> dict[int, Tensor]:
-    """Compute honest (or label-flipped) updates of each file in ``samples`` from ``params``.
+    """Compute honest (or label-poisoned) updates of each file in ``samples`` from ``params``.
 
     Parameters
     ----------
     samples : Mapping[int, Sequence[int]]
         File id -> the indices of its training samples in ``train_set``.
+    poison_labels : callable, optional
+        A data attack's ``poison_labels`` (e.g. the label flip ``y -> C - 1 - y``):
+        each file trains on the labels it gives the file's labels instead.
 
     Raises
     ------
     ValueError
-        When a file has no sample, or an index is outside ``train_set``.
+        When a file has no sample, an index is outside ``train_set``, or
+        ``poison_labels`` returns no class index per sample.
     """
     size = len(train_set.y)
     indices = {}
@@ -60,8 +65,8 @@ def compute_file_updates(
     updates = {}
     for f, rows in indices.items():
         y = train_set.y[rows]
-        if poison_labels:
-            y = train_set.num_classes - 1 - y
+        if poison_labels is not None:
+            y = poisoned_labels(poison_labels, y, train_set.num_classes)
         updates[f] = compute_update(
             model,
             train_set.x[rows],

@@ -7,6 +7,8 @@ raises :class:`~phalanx.local_training.ModelDataMismatchError`, which the worker
 runtime reports as a ``data_mismatch`` fault. With federated evaluation on, it
 holds out a seeded share of its data as its local test split, trains on the rest
 and evaluates the global model on it when asked (:meth:`Worker.evaluate`).
+A simulated adversary's behaviour gets what the worker trains on (on local data,
+its own data less its test split) and the worker claims that count for it too.
 """
 
 from __future__ import annotations
@@ -20,24 +22,17 @@ from torch import Tensor
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset
-from phalanx.data_mode import LocalTrainingConfig, ModelShape
+from phalanx.data_mode import ModelShape
 from phalanx.detection import payload_digest
 from phalanx.federated_evaluation import EvaluationTask
 from phalanx.finite import all_finite
 from phalanx.identity import sign_reply
-from phalanx.local_evaluation import (
-    LocalEvaluation,
-    LocalSplit,
-    evaluate_locally,
-    local_split,
-    split_seed,
-)
-from phalanx.local_training import train_locally
+from phalanx.local_evaluation import LocalEvaluation, LocalSplit, client_split, evaluate_locally
 from phalanx.nets import build_model, layer_shapes
 from phalanx.replies import Reply, Task
-from phalanx.training import derive_seed
 from phalanx_clients.behaviour import Behaviour
 from phalanx_clients.file_updates import compute_file_updates
+from phalanx_clients.local_updates import compute_local_update
 from phalanx_clients.replica import ModelReplica, OutOfSyncError
 
 
@@ -102,10 +97,9 @@ class Worker:
         """
         split = self._splits.get(worker)
         if split is None:
-            settings = self.config.data.local or LocalTrainingConfig()
-            fraction = settings.test_fraction if settings.evaluates else None
-            seed = split_seed(self.config.seed, worker)
-            split = self._splits[worker] = local_split(self.train_set, fraction, seed=seed)
+            split = self._splits[worker] = client_split(
+                self.train_set, self.config.data.local, run_seed=self.config.seed, worker=worker
+            )
         return split
 
     def evaluate(self, task: EvaluationTask, params: Tensor) -> LocalEvaluation:
@@ -162,13 +156,13 @@ class Worker:
         """
         if len(task.files) != 1:
             raise ValueError(f"a local-data task names one file, this one {len(task.files)}")
-        settings = self.config.data.local or LocalTrainingConfig()
-        trained = train_locally(
+        trained = compute_local_update(
+            self.config,
             self._model(task.model_shape),
-            params,
             self.local_data(task.worker).train,
-            settings,
-            seed=derive_seed(self.config.seed, task.round, task.files[0]),
+            task.round,
+            task.files[0],
+            params,
         )
         return trained.update, trained.num_samples
 
@@ -191,12 +185,13 @@ class Worker:
                 need_sync=True,
             )
         updates = self.honest_updates(task, params)
-        num_samples = (
-            len(self.local_data(task.worker).train) if task.model_shape is not None else None
-        )
+        local = task.model_shape is not None
+        trains_on = self.local_data(task.worker).train if local else self.train_set
+        # A red-team adversary claims the count an honest client with its data claims.
+        num_samples = len(trains_on) if local else None
         if self.behaviour is not None:
             updates = self.behaviour.updates(
-                updates, task, params, config=self.config, train_set=self.train_set
+                updates, task, params, config=self.config, train_set=trains_on
             )
         files = tuple(sorted(updates))
         payloads = tuple(self.replica.encode(updates[f], round=task.round, file=f) for f in files)

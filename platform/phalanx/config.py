@@ -496,10 +496,27 @@ class RunConfig(_Section):
                 "client trains on the data its node config names (data-path): leave "
                 "data.partition out"
             )
-        if self.attack.q > 0:
+        attack = self.attack
+        if attack.q > 0 and self.deployment.backend == "deployment":
             raise ValueError(
-                "attack.q > 0 with data.mode = 'local': the simulated attacks compute on "
-                "assigned files and are not available on local data yet; set attack.q = 0"
+                "attack.q > 0 with data.mode = 'local' in a deployment: simulated adversaries "
+                "exist only in simulation, and a deployed client's Byzantine switch "
+                "(phalanx-byzantine) lies on assigned files, not on local data yet; set "
+                "attack.q = 0"
+            )
+        if attack.q > 0 and attack.strategy != "all":
+            raise ValueError(
+                f"attack.strategy = {attack.strategy!r} with data.mode = 'local': it chooses "
+                "files by who else holds them, and with local data no other client holds an "
+                "adversary's own file (r = 1); use attack.strategy = 'all' (each adversary "
+                "attacks its own update)"
+            )
+        if attack.q > 0 and attack.selection != "weak":
+            raise ValueError(
+                f"attack.selection = {attack.selection!r} with data.mode = 'local': strong "
+                "selection picks the workers that hold the most file majorities, and with "
+                "local data every client holds only its own file; use attack.selection = "
+                "'weak' (q clients at random)"
             )
         if self.systems.enabled:
             raise ValueError(

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from phalanx.data import ImageDataset
+from phalanx.data_mode import LocalTrainingConfig
 from phalanx.local_training import check_model_fits
 from phalanx.nets import load_flat_, num_params
 from phalanx.training import derive_seed, evaluate
@@ -89,6 +90,22 @@ def local_split(dataset: ImageDataset, fraction: float | None, *, seed: int) -> 
     test_idx, _ = torch.sort(order[:held])
     train_idx, _ = torch.sort(order[held:])
     return LocalSplit(train=dataset.subset(train_idx), test=dataset.subset(test_idx))
+
+
+def client_split(
+    dataset: ImageDataset, settings: LocalTrainingConfig | None, *, run_seed: int, worker: int
+) -> LocalSplit:
+    """Return the split worker ``worker`` of a run seeded ``run_seed`` makes of its own data.
+
+    With federated evaluation on (``settings.evaluates``) it holds out
+    ``settings.test_fraction`` (:func:`local_split`, seeded by :func:`split_seed`);
+    otherwise it trains on all of it. ``None`` settings are ``data.local``'s defaults.
+    Honest clients and the simulated red team (which trains as an honest client of its
+    data would) both split by this function.
+    """
+    local = settings or LocalTrainingConfig()
+    fraction = local.test_fraction if local.evaluates else None
+    return local_split(dataset, fraction, seed=split_seed(run_seed, worker))
 
 
 class NoTestSplitError(ValueError):

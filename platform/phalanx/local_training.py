@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
+from phalanx.attacks.labels import LabelPoison, poisoned_labels
 from phalanx.data import ImageDataset
 from phalanx.data_mode import LocalTrainingConfig
 from phalanx.nets import flatten_params, load_flat_, num_params
@@ -109,6 +110,7 @@ def train_locally(
     settings: LocalTrainingConfig,
     *,
     seed: int,
+    poison_labels: LabelPoison | None = None,
 ) -> LocalUpdate:
     """Train a copy of ``model``, started at ``params``, on a client's ``dataset``.
 
@@ -132,6 +134,11 @@ def train_locally(
     seed : int
         ``0 .. 2**63 - 1``; e.g. :func:`phalanx.training.derive_seed` of the run,
         the round and the client.
+    poison_labels : callable, optional
+        A simulated adversary's data attack: maps the data's labels and its number of
+        classes to the labels trained on instead (e.g.
+        :meth:`phalanx.attacks.LabelFlip.poison_labels`), once, before training; the
+        images, the order of the minibatches and the count stay the client's own.
 
     Returns
     -------
@@ -145,13 +152,19 @@ def train_locally(
     ModelDataMismatchError
         When the model does not fit the data (see :func:`check_model_fits`).
     ValueError
-        When ``params`` or ``seed`` is malformed.
+        When ``params`` or ``seed`` is malformed, or ``poison_labels`` returns anything
+        but one label in ``0 .. num_classes - 1`` per sample.
     """
     start = _checked_params(model, params)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed must be a whole number in 0..2**63 - 1, got {seed!r}")
     local = load_flat_(copy.deepcopy(model), start)
     check_model_fits(local, dataset)
+    labels = (
+        dataset.y
+        if poison_labels is None
+        else poisoned_labels(poison_labels, dataset.y, dataset.num_classes)
+    )
     n = len(dataset)
     batch = min(settings.batch_size, n)
     total = settings.steps or math.ceil(n / batch) * (settings.epochs or 1)
@@ -163,7 +176,7 @@ def train_locally(
         optimizer = _optimizer(local, settings)
         for chosen in _minibatches(n, batch, total, order):
             optimizer.zero_grad(set_to_none=True)
-            loss = functional.cross_entropy(local(dataset.x[chosen]), dataset.y[chosen])
+            loss = functional.cross_entropy(local(dataset.x[chosen]), labels[chosen])
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
     return LocalUpdate(update=start - flatten_params(local), num_samples=n, steps=total)

@@ -1,8 +1,9 @@
 """The data mode of a run config: local data's settings checked, r > 1 refused, simulation runs.
 
 ``data.mode = "local"`` runs in simulation (``phalanx.local_rounds``) and in a deployment (each
-client reads the data its node config names); what it cannot do yet (simulated attacks, the
-systems model) and a partition in a deployment are refused in words.
+client reads the data its node config names), simulated attacks with it in simulation; what it
+cannot do or mean (attack strategies and strong selection, which choose by replica placement;
+attacks in a deployment; the systems model) and a partition in a deployment are refused in words.
 """
 
 from __future__ import annotations
@@ -167,9 +168,23 @@ def test_a_deployment_takes_local_data_with_no_partition_and_round_trips() -> No
     ("sections", "expected"),
     [
         (
-            {"attack": {"name": "sign_flip", "q": 2}},
-            "attack.q > 0 with data.mode = 'local': the simulated attacks compute on assigned "
-            "files",
+            {"attack": {"name": "sign_flip", "q": 2, "strategy": "only_majorities"}},
+            "attack.strategy = 'only_majorities' with data.mode = 'local': it chooses files by "
+            "who else holds them",
+        ),
+        (
+            {"attack": {"name": "alie", "q": 2, "strategy": "fixed_disagreement"}},
+            "use attack.strategy = 'all'",
+        ),
+        (
+            {"attack": {"name": "ipm", "q": 2, "selection": "strong"}},
+            "attack.selection = 'strong' with data.mode = 'local': strong selection picks the "
+            "workers that hold the most file majorities",
+        ),
+        (
+            {"attack": {"name": "sign_flip", "q": 2}, "deployment": {"backend": "deployment"}},
+            "attack.q > 0 with data.mode = 'local' in a deployment: simulated adversaries exist "
+            "only in simulation",
         ),
         (
             {"systems": {"enabled": True}},
@@ -188,6 +203,37 @@ def test_what_local_data_cannot_do_yet_is_refused_in_words(
 
     assert expected in message
     assert NOT_WIRED not in message
+
+
+@pytest.mark.parametrize("name", ["alie", "ipm", "sign_flip", "label_flip", "reversed_gradient"])
+@pytest.mark.parametrize("q", [2, 4])
+def test_simulated_attacks_on_local_data_are_accepted(name: str, q: int) -> None:
+    config = RunConfig.model_validate(
+        local(assignment={"num_workers": 20}, attack={"name": name, "q": q})
+    )
+
+    assert (config.data.mode, config.attack.name, config.attack.q) == ("local", name, q)
+    assert RunConfig.model_validate(config.model_dump(mode="json")) == config
+
+
+@pytest.mark.parametrize(
+    ("attack", "expected"),
+    [
+        ({"name": "alie", "q": 10}, "attack.q=10 must be below assignment.num_workers=10"),
+        ({"name": "alie", "q": -1}, "attack.q"),
+        ({"q": 2}, "attack.q > 0 needs attack.name"),
+        ({"name": "alie", "q": True}, "attack.q"),
+        ({"name": "ALIE; rm -rf /", "q": 2}, "unknown attack"),
+        ({"name": "alie", "q": 2, "strategy": "everything"}, "attack.strategy"),
+    ],
+)
+def test_hostile_attacks_on_local_data_are_refused_in_words(
+    attack: dict[str, Any], expected: str
+) -> None:
+    message = refusal(local(attack=attack))
+
+    assert expected in message
+    assert "Traceback" not in message
 
 
 @pytest.mark.parametrize(

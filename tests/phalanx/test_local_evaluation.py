@@ -7,9 +7,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from phalanx.data import load_dataset
+from phalanx.data import load_dataset, load_digits
+from phalanx.data_mode import LocalTrainingConfig
 from phalanx.local_evaluation import (
     NoTestSplitError,
+    client_split,
     evaluate_locally,
     held_out_size,
     local_split,
@@ -86,3 +88,18 @@ def test_a_client_without_a_test_split_or_with_mismatched_data_says_so() -> None
         evaluate_locally(wide, flatten_params(wide), data)
     with pytest.raises(ValueError, match="values"):
         evaluate_locally(model, torch.zeros(3), data)
+
+
+def test_a_run_s_client_holds_out_its_test_split_only_while_it_evaluates() -> None:
+    data = load_digits("train").subset(torch.arange(50))
+    evaluating = LocalTrainingConfig(evaluate_every=1, test_fraction=0.2)
+    silent = LocalTrainingConfig(evaluate_every=0)
+
+    split = client_split(data, evaluating, run_seed=7, worker=3)
+    whole = client_split(data, silent, run_seed=7, worker=3)
+
+    expected = local_split(data, 0.2, seed=split_seed(7, 3))
+    assert torch.equal(split.train.y, expected.train.y) and split.test is not None
+    assert (len(split.train), len(split.test)) == (40, 10)
+    assert whole.test is None and len(whole.train) == 50
+    assert client_split(data, None, run_seed=7, worker=3).test is not None  # the defaults evaluate

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from phalanx.attacks import LabelFlip
 from phalanx.data import ImageDataset, load_digits
 from phalanx.data_mode import LocalTrainingConfig
 from phalanx.local_training import (
@@ -204,3 +205,44 @@ def test_a_seed_outside_0_to_2_63_is_refused(client_data: ImageDataset, seed: An
     model = digits_model()
     with pytest.raises(ValueError, match="seed must be a whole number"):
         train_locally(model, flatten_params(model), client_data, LocalTrainingConfig(), seed=seed)
+
+
+def test_poisoned_labels_train_as_the_same_data_relabelled_would(
+    client_data: ImageDataset,
+) -> None:
+    model = digits_model()
+    flip = LabelFlip()
+    relabelled = ImageDataset(
+        x=client_data.x, y=9 - client_data.y, num_classes=10, name=client_data.name
+    )
+
+    poisoned = train_locally(
+        model,
+        flatten_params(model),
+        client_data,
+        LocalTrainingConfig(),
+        seed=3,
+        poison_labels=flip.poison_labels,
+    )
+    by_hand = train(model, relabelled, seed=3)
+    honest = train(model, client_data, seed=3)
+
+    assert torch.equal(poisoned.update, by_hand.update)
+    assert not torch.equal(poisoned.update, honest.update)
+    assert poisoned.num_samples == honest.num_samples == len(client_data)
+    assert torch.equal(client_data.y, 9 - relabelled.y)  # the caller's labels are untouched
+
+
+def test_a_poison_that_returns_no_labels_of_the_data_is_refused_before_training(
+    client_data: ImageDataset,
+) -> None:
+    model = digits_model()
+    with pytest.raises(ValueError, match=r"labels outside 0\.\.9"):
+        train_locally(
+            model,
+            flatten_params(model),
+            client_data,
+            LocalTrainingConfig(),
+            seed=0,
+            poison_labels=lambda y, c: y + c,
+        )

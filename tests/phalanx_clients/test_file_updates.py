@@ -77,3 +77,34 @@ def test_samples_outside_the_worker_s_data_are_refused_in_words(indices: tuple[i
 
     with pytest.raises(ValueError, match="outside the 1438 training samples"):
         compute_file_updates(config, TRAIN, 1, {4: indices}, params)
+
+
+def test_a_data_attack_trains_each_file_on_the_labels_it_gives() -> None:
+    # A plug-in's own poisoning, not the label flip in its place.
+    config = small_config(attack={"name": None, "q": 0})
+    task = planned_task(config, len(TRAIN.y), 2, worker=0)
+    samples = task.samples_by_file()
+    params = flatten_params(init_model("mlp", in_channels=1, image_size=8, num_classes=10, seed=3))
+
+    def shift(labels: Tensor, num_classes: int) -> Tensor:
+        return (labels + 1) % num_classes
+
+    shifted = compute_file_updates(config, TRAIN, 2, samples, params, poison_labels=shift)
+    flipped = compute_file_updates(
+        config, TRAIN, 2, samples, params, poison_labels=lambda y, c: c - 1 - y
+    )
+
+    model = build_model("mlp", in_channels=1, image_size=8, num_classes=10)
+    load_flat_(model, params)
+    for f, rows in samples.items():
+        idx = torch.tensor(rows)
+        expected = compute_update(
+            model,
+            TRAIN.x[idx],
+            (TRAIN.y[idx] + 1) % 10,
+            seed=derive_seed(config.seed, 2, f),
+            local_steps=config.training.local_steps,
+            lr=config.training.local_lr,
+        )
+        assert torch.equal(shifted[f], expected)
+        assert not torch.equal(shifted[f], flipped[f])

@@ -23,7 +23,7 @@ def inprocess_workers(config: RunConfig, run_id: str) -> dict[int, Worker]:
     ClientApp's simulated workers do.
     """
     train = load_dataset(config.data.dataset, "train")
-    team = RedTeam.from_config(config)
+    team = RedTeam.from_config(config, train_data=lambda _: train)
     local = config.data.mode == "local"
     partition = run_partition(config, train)[0] if local else ()
     shape = model_shape(load_dataset(config.data.dataset, "test")) if local else None

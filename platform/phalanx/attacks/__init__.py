@@ -59,7 +59,8 @@ Rules every attack must keep:
 
 One concept per module: :mod:`~phalanx.attacks.context` (`AttackContext` and the
 `Attack` and `DataAttack` protocols), :mod:`~phalanx.attacks.updates` (update-level
-attacks), :mod:`~phalanx.attacks.labels` (the label flip),
+attacks), :mod:`~phalanx.attacks.labels` (the label flip, and the check of any data
+attack's labels),
 :mod:`~phalanx.attacks.loading` (`ATTACKS`, `load_attack`, `check_attack`),
 :mod:`~phalanx.attacks.selection` (`select_adversaries`),
 :mod:`~phalanx.attacks.distortion` (`distortion_plan`) and
@@ -70,7 +71,7 @@ config uses their syntax checks and must import no torch.
 
 from phalanx.attacks.context import Attack, AttackContext, DataAttack
 from phalanx.attacks.distortion import disagreement_targets, distortion_plan
-from phalanx.attacks.labels import LabelFlip
+from phalanx.attacks.labels import LabelFlip, LabelPoison, poisoned_labels
 from phalanx.attacks.loading import ATTACKS, check_attack, load_attack
 from phalanx.attacks.search import EXACT_SEARCH_LIMIT
 from phalanx.attacks.selection import majority_files, select_adversaries
@@ -96,6 +97,7 @@ __all__ = [
     "Gaussian",
     "InnerProductManipulation",
     "LabelFlip",
+    "LabelPoison",
     "Mimic",
     "ReversedGradient",
     "SignFlip",
@@ -105,5 +107,6 @@ __all__ = [
     "distortion_plan",
     "load_attack",
     "majority_files",
+    "poisoned_labels",
     "select_adversaries",
 ]

@@ -32,17 +32,20 @@ class AttackContext:
         ``f`` (``q``), the number of adversaries.
     honest_updates : Tensor or None
         ``(m, d)`` stack of this round's honest updates for omniscient attacks,
-        or ``None`` when the adversary knows only its own update.
+        or ``None`` when the adversary knows only its own update. On local data
+        (``data.mode = "local"``): the reference crowd, the honest local updates of
+        a round-seeded sample of honest clients, the same for every adversary.
     seed : int
         Run-level seed, ``>= 0``; with ``round`` and ``file`` it seeds
         :meth:`generator`, alone :meth:`run_generator`.
     holders : tuple of int
         The workers the file was given to this round, ``worker`` among them (empty
         when unknown). The threat model is omniscient: adversaries know the
-        assignment.
+        assignment. On local data a client's file is its own: ``(worker,)``.
     fellows : frozenset of int
         The holders that are adversaries, ``worker`` included: who will send the
-        same forged value (empty when ``holders`` is).
+        same forged value (empty when ``holders`` is). On local data ``{worker}``,
+        so :attr:`majority` holds.
     """
 
     round: int

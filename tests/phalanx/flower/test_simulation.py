@@ -93,6 +93,34 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
     )
 
 
+def test_an_attack_on_local_data_through_flower_matches_the_in_process_run() -> None:
+    # ALIE is not flagged, so both adversaries' forged updates, each computed from the
+    # reference crowd that its ClientApp process derives for itself, enter the aggregate.
+    config = local_config(
+        rounds=2,
+        data={"partition": {"kind": "dirichlet", "alpha": 0.5}},
+        attack={"name": "alie", "q": 2},
+    )
+    run_id = "sim-local-alie"
+    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine())
+    with one_torch_thread():  # as the ClientApp trains: the float sums depend on it
+        local = execute_run(
+            config, run_id=run_id, sink=FakeSink(), transport=inprocess_transport(config, run_id)
+        )
+    honest = local_config(rounds=1, data={"partition": {"kind": "dirichlet", "alpha": 0.5}})
+    with one_torch_thread():
+        clean = execute_run(
+            honest, run_id=run_id, sink=FakeSink(), transport=inprocess_transport(honest, run_id)
+        )
+
+    assert [r.model_digest for r in flower] == [r.model_digest for r in local]
+    assert flower[0].model_digest != clean[0].model_digest  # the forged updates counted
+    assert [r.flagged for r in flower] == [r.flagged for r in local]
+    assert not any(r.rejected for r in flower)
+    for a, b in zip(flower, local, strict=True):
+        assert a.clients == b.clients
+
+
 def test_a_local_data_run_through_flower_matches_the_in_process_run() -> None:
     # Each simulated ClientApp derives its own part of the seeded partition from the run
     # config; the in-process workers are given theirs: the same parts, the same updates.
