@@ -124,7 +124,7 @@ def in_process_transport(config: RunConfig, run_id: str) -> InProcessTransport:
     """The run's clients in this process, each with its part of the partition and its role."""
     train, test = _train(config.data.dataset)
     partition = run_partition(config, train)[0]
-    team = RedTeam.from_config(config)
+    team = RedTeam.from_config(config, train_data=lambda _: train)
     return InProcessTransport(
         {
             ident.worker: Worker(

@@ -40,3 +40,10 @@ def test_labels_name_the_partition_and_the_aggregator() -> None:
     case = Case(PARTITIONS[2], "median", "nnm", "alie", 4)
     assert (case.partition.label, case.aggregator) == ("dirichlet-0.3", "nnm + median")
     assert case.run_id == "heterogeneity-dirichlet-0.3-nnm-median-alie-q4"
+
+
+def test_every_attacked_case_is_a_simulated_attack_on_local_data() -> None:
+    for case in grid(PARTITIONS, RULES, PRES, ATTACKS, QS):
+        if case.q:
+            attack = case.config(SETTINGS).attack
+            assert (attack.name, attack.q, attack.strategy) == (case.attack, case.q, "all")
