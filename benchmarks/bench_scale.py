@@ -138,6 +138,9 @@ def markdown(document: dict[str, Any], quick: bool) -> str:
         f"scheme `random` relabelled every round; {s['rounds']} rounds, rounds 2 to "
         f"{s['rounds']} timed (the time between the ends of consecutive rounds, median).",
         "",
+        "- **CPU per round**: the CPU seconds (user and system) of the process and all its "
+        "descendants per timed round (median): unlike the round's time it does not grow when "
+        "other work takes the shared cores.",
         "- **per worker**: the round's time over K. **training share**: the workers' "
         "training (`compute_file_updates`, timed inside each worker, in Flower's Ray actors "
         "too) summed over the timed rounds, over those rounds' time; through Flower several "

@@ -26,16 +26,18 @@ def _rows_by(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int, int], Ma
 def table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per row, ordered by transport, r and K."""
     lines = [
-        "| transport | r | K | round (s) | per worker (ms) | training share | coordinator's own "
+        "| transport | r | K | round (s) | CPU per round (s) | per worker (ms) | training share "
+        "| coordinator's own "
         "work (s) | workers' overhead (s) | training (s) | peak RSS (MB) | DB bytes per round | "
         "DB bytes per event | evidence bytes per event | precision | recall | startup (s) | "
         "load (1 min) | measured |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda x: (x["transport"], x["r"], x["K"])):
         lines.append(
             f"| {row['transport']} | {row['r']} | {row['K']:,} | {_num(row['round_s'])} | "
-            f"{_num(row['per_worker_ms'], 1)} | {_num(100 * row['training_share'], 0)} % | "
+            f"{_num(row.get('cpu_s_per_round'))} | {_num(row['per_worker_ms'], 1)} | "
+            f"{_num(100 * row['training_share'], 0)} % | "
             f"{_num(row['own_work_s'])} | {_num(row['worker_overhead_s'])} | "
             f"{_num(row['training_s'])} | {_num(row['peak_rss_mb'], 0)} | "
             f"{_num(row['db_bytes_per_round'], 0)} | {_num(row['bytes_per_event'], 0)} | "
@@ -75,9 +77,13 @@ def goals(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             if ours and theirs:
                 ratio = theirs["round_s"] / ours["round_s"]
                 verdict = "met" if ratio <= GOAL_FLOWER else "NOT met"
+                cpu = ""
+                if theirs.get("cpu_s_per_round") and ours.get("cpu_s_per_round"):
+                    cpu_ratio = theirs["cpu_s_per_round"] / ours["cpu_s_per_round"]
+                    cpu = f"; CPU per round {cpu_ratio:.2f}x"
                 lines.append(
                     f"- Flower / in-process, r = {r}, K = {k:,}: **{ratio:.2f}x** "
-                    f"(goal at most {GOAL_FLOWER}: {verdict})."
+                    f"(goal at most {GOAL_FLOWER}: {verdict}){cpu}."
                 )
     per_event = [row["bytes_per_event"] for row in rows if row["bytes_per_event"] is not None]
     if per_event:

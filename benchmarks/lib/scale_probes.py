@@ -2,8 +2,9 @@
 
 :class:`TreeMemory` samples the resident memory of this process and all its
 descendants (Ray's GCS, raylet and actors for the Flower path) and keeps the
-peak. :func:`store_bytes` reads a SQLite database's logical size (its used
-pages, write-ahead log included) and the bytes of its detection events.
+peak; :func:`tree_cpu_seconds` reads their CPU time. :func:`store_bytes` reads
+a SQLite database's logical size (its used pages, write-ahead log included) and
+the bytes of its detection events.
 :class:`WorkClock` times every worker's task: the whole of ``Worker.handle``
 and the training inside it (``compute_file_updates``), so that the training's
 share of a round is measured, not assumed. In Flower's simulation the workers
@@ -70,6 +71,29 @@ class TreeMemory:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user and system) used so far by this process and its live descendants.
+
+    Unlike a round's wall-clock time it does not grow when other work on a shared
+    machine takes the cores; a descendant that has ended is no longer counted, so
+    only differences between readings while the same processes live mean anything
+    (Ray's actors live through a run).
+    """
+    me = psutil.Process()
+    total = 0.0
+    try:
+        processes = [me, *me.children(recursive=True)]
+    except psutil.Error:
+        processes = [me]
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:  # it ended between the listing and the reading
+            continue
+        total += times.user + times.system
+    return total
 
 
 @dataclass(frozen=True)

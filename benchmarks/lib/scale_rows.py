@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from benchmarks.lib.scale_probes import StoreSize, TaskTime
 
@@ -37,6 +37,8 @@ class Trace:
     peak_rss_bytes: int
     adversaries: tuple[int, ...]
     load_average: tuple[float, float]
+    cpu_s: list[float] = field(default_factory=list)
+    """CPU seconds of the process tree at the end of each round (:func:`tree_cpu_seconds`)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class Row:
     startup_s: float
     """From launch (the transport's start) to round 1's start: the dispatch of its tasks."""
     load_average: tuple[float, float]
+    cpu_s_per_round: float | None = None
+    """CPU seconds of the whole process tree per timed round (median): what a round costs
+    whatever else the shared machine runs."""
 
 
 def _median(values: Sequence[float]) -> float:
@@ -152,4 +157,5 @@ def build_row(trace: Trace) -> Row:
         evidence_bytes_per_event=evidence,
         startup_s=trace.round_starts[0] - trace.launched if trace.round_starts else float("nan"),
         load_average=trace.load_average,
+        cpu_s_per_round=_median(round_seconds(trace.cpu_s)) if len(trace.cpu_s) > 1 else None,
     )

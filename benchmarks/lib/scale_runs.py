@@ -33,6 +33,7 @@ from benchmarks.lib.scale_probes import (
     WorkClock,
     read_clock_dir,
     store_bytes,
+    tree_cpu_seconds,
 )
 from benchmarks.lib.scale_rows import Trace
 from phalanx.config import RunConfig
@@ -144,6 +145,7 @@ def run_case(case: Case, settings: Settings) -> Trace:
     reports: list[RoundReport] = []
     sizes: list[StoreSize] = []
     tasks: list[TaskTime] = []
+    cpu: list[float] = []
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="phalanx-scale-") as tmp:
         db = Path(tmp) / "phalanx.db"
@@ -155,6 +157,7 @@ def run_case(case: Case, settings: Settings) -> Trace:
 
         def on_round(report: RoundReport) -> None:
             ends.append(time.perf_counter())
+            cpu.append(tree_cpu_seconds())
             reports.append(report)
             sizes.append(store_bytes(db))
 
@@ -193,6 +196,7 @@ def run_case(case: Case, settings: Settings) -> Trace:
         peak_rss_bytes=memory.peak_bytes,
         adversaries=tuple(sorted(adversaries(config))),
         load_average=(load_before, os.getloadavg()[0]),
+        cpu_s=cpu,
     )
 
 

@@ -189,9 +189,6 @@ class SimulationEngine:
         # session folder goes with the run.
         init_args["address"] = "local"
         init_args["num_cpus"] = os.cpu_count() or 1
-        # Ray's dashboard (its API server) took 2.7 s of ray.init on two shared cores
-        # when starting 1,000 nodes; nothing here reads it.
-        init_args["include_dashboard"] = False
         with ray_temp_dir() as temp_dir:
             init_args["_temp_dir"] = str(temp_dir)
             self._simulate(config, roster, drive, init_args)

@@ -37,17 +37,17 @@ def _row(transport: str, k: int, round_s: float, **changes: Any) -> dict[str, An
 
 ROWS = [
     _row("in-process", 100, 1.0),
-    _row("in-process", 1000, 12.0),
+    _row("in-process", 1000, 12.0, cpu_s_per_round=6.0),
     _row("flower", 100, 1.2, precision=None),
-    _row("flower", 1000, 15.0, training_s=1.5),
+    _row("flower", 1000, 15.0, training_s=1.5, cpu_s_per_round=9.0),
 ]
 
 
 def test_the_table_has_one_line_per_row_ordered_by_transport_and_k() -> None:
     lines = table(ROWS)
     assert len(lines) == 2 + len(ROWS)
-    assert lines[2].startswith("| flower | 1 | 100 | 1.20 |")
-    assert lines[-1].startswith("| in-process | 1 | 1,000 | 12.00 |")
+    assert lines[2].startswith("| flower | 1 | 100 | 1.20 | – |")  # no CPU reading
+    assert lines[-1].startswith("| in-process | 1 | 1,000 | 12.00 | 6.00 |")
     assert "| – |" in lines[2]  # nobody flagged: no precision
 
 
@@ -63,6 +63,7 @@ def test_goals_say_which_are_met_and_on_what_figures() -> None:
         in (text)
     )
     assert "Flower / in-process, r = 1, K = 100: **1.20x** (goal at most 1.5: met)" in text
+    assert "K = 1,000: **1.25x** (goal at most 1.5: met); CPU per round 1.50x." in text
     assert "bytes per event: 700 to 700 (goal at most 2,048: met)" in text
 
 

@@ -43,6 +43,7 @@ def _trace(**changes: object) -> Trace:
         "peak_rss_bytes": 3 * 2**20,
         "adversaries": (3,),
         "load_average": (1.0, 2.0),
+        "cpu_s": [30.0, 31.0, 33.0, 34.5],
     }
     fields.update(changes)
     return Trace(**fields)  # type: ignore[arg-type]
@@ -55,6 +56,7 @@ def test_a_row_times_rounds_two_onwards_between_consecutive_ends() -> None:
     assert row.per_worker_ms == 500.0
     assert row.startup_s == 5.0
     assert row.peak_rss_mb == 3.0
+    assert row.cpu_s_per_round == 1.5  # median of 1, 2 and 1.5
 
 
 def test_the_training_share_is_the_timed_rounds_training_over_their_time() -> None:
