@@ -116,6 +116,29 @@ def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def missing_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Which of the default cases have no row yet, and the command that adds them."""
+    have = {(x["transport"], x["r"], x["K"]) for x in rows}
+    wanted = cases(DEFAULT_WORKERS + IN_PROCESS_ONLY, TRANSPORTS, (1, 3))
+    missing = [c for c in wanted if (c.transport, c.r, c.workers) not in have]
+    if not missing:
+        return []
+    by_k: dict[int, set[str]] = {}
+    for c in missing:
+        by_k.setdefault(c.workers, set()).add(c.transport)
+    commands = ", ".join(
+        f"`python benchmarks/bench_scale.py --workers {k} --transports "
+        f"{','.join(sorted(ts))} --fedavg-pairs 0`"
+        for k, ts in sorted(by_k.items())
+    )
+    return [
+        "Not measured yet (the rows above are kept when these run): "
+        + "; ".join(f"{c.transport} K = {c.workers:,} r = {c.r}" for c in missing)
+        + f". Run {commands}.",
+        "",
+    ]
+
+
 def markdown(document: dict[str, Any], quick: bool) -> str:
     """scale.md."""
     host = document["machine"]
@@ -163,6 +186,7 @@ def markdown(document: dict[str, Any], quick: bool) -> str:
         "",
         *table(document["rows"]),
         "",
+        *missing_lines(document["rows"]),
         "## Goals",
         "",
         *goals(document["rows"]),
@@ -190,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fedavg-workers", type=int, default=100)
     parser.add_argument("--fedavg-rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite scale.md from scale.json, run nothing"
+    )
     args = parser.parse_args(argv)
 
     settings = Settings(rounds=args.rounds or (3 if args.quick else 4))
@@ -197,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     pairs = args.fedavg_pairs if args.fedavg_pairs is not None else (2 if args.quick else 10)
     json_path = report_path(args.out, "scale", ".json", quick=args.quick)
     previous = read_json(json_path) if json_path.exists() else {}
+    md_path = report_path(args.out, "scale", ".md", quick=args.quick)
+    if args.render_only:
+        write_markdown(md_path, markdown(previous, args.quick))
+        return 0
     started = time.perf_counter()
     rows = []
     for case in cases(workers, args.transports, args.r):
