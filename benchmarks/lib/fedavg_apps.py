@@ -34,9 +34,21 @@ def _train_set(name: str) -> ImageDataset:
     return load_dataset(name, "train")
 
 
+@lru_cache(maxsize=2)
+def _round_files(config_json: str, num_train: int, round_: int) -> list[torch.Tensor]:
+    """The round's files, drawn once per process and round.
+
+    Phalanx's coordinator draws them once per round and each task carries its own, so
+    the plain app does no plan work per task either.
+    """
+    config = RunConfig.model_validate_json(config_json)
+    return file_samples(config, num_train, round_, config.assignment.num_workers)
+
+
 def fedavg_client_app(config: RunConfig) -> ClientApp:
     """A ClientApp that trains the global model on its file of the round, like Phalanx's."""
     app = ClientApp()
+    config_json = config.model_dump_json()
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
@@ -53,8 +65,7 @@ def fedavg_client_app(config: RunConfig) -> ClientApp:
             num_classes=train_set.num_classes,
         )
         model.load_state_dict(message.content.array_records["arrays"].to_torch_state_dict())
-        files = file_samples(config, len(train_set.y), round_, config.assignment.num_workers)
-        idx = files[worker]
+        idx = _round_files(config_json, len(train_set.y), round_)[worker]
         delta = compute_update(
             model,
             train_set.x[idx],

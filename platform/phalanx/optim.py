@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from typing import Any, Literal
 
 import torch
@@ -14,6 +17,21 @@ from torch import Tensor
 from phalanx.finite import all_finite
 
 OptimizerName = Literal["sgd", "adam", "amsgrad"]
+
+
+def prepare_in_background() -> threading.Thread:
+    """Import what torch's first optimiser imports (``torch._dynamo``) in a daemon thread.
+
+    A federation that waits for its nodes calls it, so that the import overlaps the
+    wait and round 1's exchange instead of following them (see
+    :attr:`ServerOptimizer.optimizer`). Importing twice is harmless: Python's import
+    lock makes the second wait for the first.
+    """
+    thread = threading.Thread(
+        target=importlib.import_module, args=("torch._dynamo",), daemon=True, name="torch-optim"
+    )
+    thread.start()
+    return thread
 
 
 class ServerOptimizer:
@@ -26,14 +44,23 @@ class ServerOptimizer:
     def __init__(
         self, params: Tensor, *, kind: OptimizerName, lr: float, momentum: float = 0.9
     ) -> None:
-        self.param = torch.nn.Parameter(params.detach().clone().to(torch.float32))
-        self.optimizer: torch.optim.Optimizer
-        if kind == "sgd":
-            self.optimizer = torch.optim.SGD([self.param], lr=lr, momentum=momentum)
-        elif kind in ("adam", "amsgrad"):
-            self.optimizer = torch.optim.Adam([self.param], lr=lr, amsgrad=kind == "amsgrad")
-        else:
+        if kind not in ("sgd", "adam", "amsgrad"):
             raise ValueError(f"unknown optimizer {kind!r}; choose sgd, adam or amsgrad")
+        self.param = torch.nn.Parameter(params.detach().clone().to(torch.float32))
+        self.kind, self.lr, self.momentum = kind, lr, momentum
+
+    @cached_property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The torch optimiser, built when first used.
+
+        Torch imports ``torch._dynamo`` when a process builds its first optimiser: 3 s
+        on an idle core, 10 s on a loaded one, which held a run's first tasks back
+        while its coordinator was built (1,000 Flower nodes). Built here, it comes after
+        round 1's tasks went out; :func:`prepare_in_background` imports it meanwhile.
+        """
+        if self.kind == "sgd":
+            return torch.optim.SGD([self.param], lr=self.lr, momentum=self.momentum)
+        return torch.optim.Adam([self.param], lr=self.lr, amsgrad=self.kind == "amsgrad")
 
     @property
     def params(self) -> Tensor:

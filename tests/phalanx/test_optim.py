@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import pytest
 import torch
 
-from phalanx.optim import ServerOptimizer
+from phalanx.optim import ServerOptimizer, prepare_in_background
 
 
 @pytest.mark.parametrize("kind", ["sgd", "adam", "amsgrad"])
@@ -63,3 +64,23 @@ def test_a_learning_rate_factor_must_be_finite_and_positive(factor: float) -> No
     opt = ServerOptimizer(torch.zeros(2), kind="sgd", lr=0.1)
     with pytest.raises(ValueError, match="finite and > 0"), opt.scaled_lr(factor):
         pass
+
+
+def test_the_torch_optimiser_is_built_when_first_used_not_with_the_coordinator() -> None:
+    # torch imports torch._dynamo with a process's first optimiser: seconds that held a
+    # run's first tasks back while its coordinator was built.
+    opt = ServerOptimizer(torch.zeros(3), kind="adam", lr=0.1)
+    assert "optimizer" not in vars(opt)
+    opt.step(torch.ones(3))
+    assert "optimizer" in vars(opt)
+    assert opt.params.tolist() == pytest.approx([-0.1, -0.1, -0.1])
+
+
+def test_an_unknown_optimiser_is_refused_at_once_not_when_first_used() -> None:
+    with pytest.raises(ValueError, match="choose sgd, adam or amsgrad"):
+        ServerOptimizer(torch.zeros(3), kind="rmsprop", lr=0.1)  # type: ignore[arg-type]
+
+
+def test_preparing_in_background_imports_what_the_first_optimiser_needs() -> None:
+    prepare_in_background().join(timeout=120)
+    assert "torch._dynamo" in sys.modules

@@ -36,6 +36,7 @@ from phalanx.exchange import Transport
 from phalanx.flower.deployment.binding import NodeBindingTransport
 from phalanx.flower.deployment.flower_app import DeployedRunRequest
 from phalanx.flower.transport import GridTransport
+from phalanx.optim import prepare_in_background
 from phalanx.roster import RosterSource, SimulatedRoster, wait_for_roster
 from phalanx.runs.enrolled import EnrolledRoster
 from phalanx.runs.executor import Drive, execute
@@ -76,6 +77,7 @@ class GridFederation:
         round's replies. Workers that sign their node id (enrolled clients)
         have it checked on every reply (:mod:`phalanx.flower.deployment.binding`).
         """
+        prepare_in_background()  # torch's first optimiser's import, while nodes connect
         seated = wait_for_roster(
             self.grid.get_node_ids,
             roster,
