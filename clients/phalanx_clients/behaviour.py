@@ -35,6 +35,7 @@ from phalanx.attacks import (
     AttackContext,
     DataAttack,
     distortion_plan,
+    forged_update,
     load_attack,
 )
 from phalanx.config import RunConfig
@@ -224,7 +225,7 @@ class Behaviour:
                 holders=assignment.workers_of(f),
                 fellows=self.red_team.adversaries & set(assignment.workers_of(f)),
             )
-            out[f] = attack(honest[f], ctx)
+            out[f] = forged_update(attack, honest[f], ctx)
         return out
 
     def _local_updates(
@@ -273,7 +274,7 @@ class Behaviour:
                 holders=(task.worker,),
                 fellows=frozenset({task.worker}),
             )
-            out[f] = attack(honest[f], ctx)
+            out[f] = forged_update(attack, honest[f], ctx)
         return out
 
 

@@ -21,8 +21,8 @@ from torch import Tensor, nn
 
 from phalanx.data import ImageDataset
 from phalanx.data_mode import LocalTrainingConfig
-from phalanx.local_training import check_model_fits
-from phalanx.nets import load_flat_, num_params
+from phalanx.local_training import check_model_fits, checked_params
+from phalanx.nets import load_flat_
 from phalanx.training import derive_seed, evaluate
 
 SPLIT_ROUND = -3
@@ -135,13 +135,13 @@ def evaluate_locally(
     phalanx.local_training.ModelDataMismatchError
         When the model does not fit the data.
     ValueError
-        When ``params`` is not the model's length.
+        When ``params`` is not a finite 1-D float tensor of the model's length.
     """
     if test is None or len(test) == 0:
         raise NoTestSplitError("the client holds no local test split (fewer than two samples)")
-    if params.dim() != 1 or params.shape[0] != num_params(model):
-        raise ValueError(f"params has {params.numel()} values, the model {num_params(model)}")
-    local = load_flat_(copy.deepcopy(model), params.detach().to(torch.float32))
+    # As training checks them: NaN weights gave a NaN loss, refused as an implausible
+    # report of the client's, and complex or integer ones were cast without a word.
+    local = load_flat_(copy.deepcopy(model), checked_params(model, params))
     check_model_fits(local, test)
     loss, accuracy = evaluate(local, test)
     return LocalEvaluation(loss=loss, accuracy=accuracy, num_samples=len(test))

@@ -155,7 +155,7 @@ def train_locally(
         When ``params`` or ``seed`` is malformed, or ``poison_labels`` returns anything
         but one label in ``0 .. num_classes - 1`` per sample.
     """
-    start = _checked_params(model, params)
+    start = checked_params(model, params)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed must be a whole number in 0..2**63 - 1, got {seed!r}")
     local = load_flat_(copy.deepcopy(model), start)
@@ -201,7 +201,15 @@ def _optimizer(model: nn.Module, settings: LocalTrainingConfig) -> torch.optim.O
     return torch.optim.SGD(model.parameters(), lr=settings.lr, momentum=momentum)
 
 
-def _checked_params(model: nn.Module, params: Tensor) -> Tensor:
+def checked_params(model: nn.Module, params: Tensor) -> Tensor:
+    """Return a float32 copy of ``params``, the global model a client starts from.
+
+    Raises
+    ------
+    ValueError
+        When ``params`` is not a 1-D floating-point tensor of the model's length, or
+        holds NaN or Inf.
+    """
     expected = num_params(model)
     if not isinstance(params, Tensor) or params.dim() != 1 or not params.is_floating_point():
         got = tuple(params.shape) if isinstance(params, Tensor) else type(params).__name__

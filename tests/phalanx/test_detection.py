@@ -543,6 +543,10 @@ def test_an_outlier_is_flagged_only_as_far_as_the_ratio_asks() -> None:
     assert detect(assignment, replicas, outlier_ratio=ratio * 0.99).flagged == {1}
     with pytest.raises(ValueError, match="outlier_ratio must be at least 1"):
         detect(assignment, replicas, outlier_ratio=0.5)
+    with pytest.raises(ValueError, match="outlier_ratio must be at least 1 and finite"):
+        detect(assignment, replicas, outlier_ratio=float("inf"))  # screening off, silently
+    with pytest.raises(ValueError, match="outlier_threshold must be positive and finite"):
+        detect(assignment, replicas, outlier_threshold=float("inf"))
 
 
 def test_outlier_detection_can_be_turned_off() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from hypothesis import given
@@ -88,6 +90,28 @@ def test_a_client_without_a_test_split_or_with_mismatched_data_says_so() -> None
         evaluate_locally(wide, flatten_params(wide), data)
     with pytest.raises(ValueError, match="values"):
         evaluate_locally(model, torch.zeros(3), data)
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        (lambda p: torch.full_like(p, float("nan")), "NaN or Inf"),
+        (lambda p: p.reshape(1, -1), "1-D floating-point"),
+        (lambda p: p.to(torch.int64), "1-D floating-point"),
+        (lambda p: p.to(torch.complex64), "1-D floating-point"),
+    ],
+)
+def test_weights_training_would_refuse_are_refused_by_evaluation_too(
+    weights: Callable[[torch.Tensor], torch.Tensor], message: str
+) -> None:
+    # Red team: NaN weights gave a NaN loss that the coordinator refused as an
+    # implausible report of the client's (a medium event against an honest client);
+    # complex and integer weights were cast without a word; a (1, d) stack was said to
+    # have "d values, the model d".
+    data = load_dataset("digits", "train").subset(torch.arange(20))
+    model = build_model("mlp", in_channels=1, image_size=8, num_classes=10)
+    with pytest.raises(ValueError, match=message):
+        evaluate_locally(model, weights(flatten_params(model)), data)
 
 
 def test_a_run_s_client_holds_out_its_test_split_only_while_it_evaluates() -> None:

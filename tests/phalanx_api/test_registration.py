@@ -442,3 +442,31 @@ def test_a_registration_an_operator_banned_is_kept_when_it_expires(
 
     kept = client.get(f"{CLIENTS}/{registered['id']}", headers=api_keys.headers("viewer"))
     assert kept.json()["status"] == "banned"
+
+
+def test_a_forwarded_for_header_neither_spends_nor_escapes_an_address_s_proof_budget(
+    fresh_settings: ApiSettings,
+) -> None:
+    # Red team: the app counts the connection's peer (which only uvicorn, trusting a
+    # proxy by --forwarded-allow-ips, may take from X-Forwarded-For); a caller naming
+    # a new address in each request is still one address, and one naming its victim's
+    # address spends only its own budget.
+    app = limited_app(fresh_settings, FakeClock(), proof_per_minute=2)
+    victim = ("203.0.113.5", 40000)
+    with TestClient(app, client=("198.51.100.1", 40000)) as stranger:
+        url = f"{CLIENTS}/{uuid.uuid4()}/proof"
+        statuses = [
+            stranger.post(
+                url, json={"signature": "AAAA"}, headers={"X-Forwarded-For": f"192.0.2.{i}"}
+            ).status_code
+            for i in range(4)
+        ]
+        assert statuses == [404, 404, 429, 429]
+        spoofed = stranger.post(
+            url, json={"signature": "AAAA"}, headers={"X-Forwarded-For": victim[0]}
+        )
+        assert spoofed.status_code == 429
+    with TestClient(app, client=victim) as holder:
+        key = identity.generate_private_key("P-256")
+        registered = register(holder, key)
+        assert _prove(holder, key, registered).status_code == 200

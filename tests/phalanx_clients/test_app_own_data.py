@@ -9,13 +9,13 @@ own setup (``worker_error``); a file the run's model does not take, ``data_misma
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 
 from phalanx.channel import make_channel
 from phalanx.config import RunConfig
@@ -23,7 +23,11 @@ from phalanx.data_mode import ModelShape
 from phalanx.federated_evaluation import EvaluationTask
 from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.evaluation_records import (
+    EVAL_MODEL,
+    EVAL_TASK,
     EVALUATE_TYPE,
+    EVALUATION,
+    WEIGHTS,
     evaluation_task_content,
     read_evaluation,
 )
@@ -199,3 +203,65 @@ def test_the_byzantine_switch_is_refused_in_words_on_local_data(tmp_path: Path) 
     assert fault is not None
     assert fault[0] == "worker_error"
     assert "not available with local data" in fault[1], fault
+
+
+def _weights(values: np.ndarray[Any, Any]) -> Callable[[RecordDict], None]:
+    def put(content: RecordDict) -> None:
+        content.array_records[EVAL_MODEL] = ArrayRecord({WEIGHTS: Array(values)})
+
+    return put
+
+
+def _field(key: str, value: Any) -> Callable[[RecordDict], None]:
+    def put(content: RecordDict) -> None:
+        content.config_records[EVAL_TASK][key] = value
+
+    return put
+
+
+def _no_weights(content: RecordDict) -> None:
+    del content.array_records[EVAL_MODEL]
+
+
+_SIZE = 50_826  # the 1x8x8 MLP's parameters
+
+
+@pytest.mark.parametrize(
+    ("hostile", "kind", "cause"),
+    [
+        (_field("round", "1"), "worker_error", "field 'round' is not int"),
+        (_field("model_shape", ["1", "8", "10"]), "worker_error", "in_channels must be"),
+        (_field("model_shape", [1, 3000, 10]), "data_mismatch", "takes 1x3000x3000"),
+        (_field("model_shape", [1, 8, 50_000_000]), "data_mismatch", "more than any run may"),
+        (_field("run_config", "{not json"), "worker_error", "ValidationError"),
+        (_no_weights, "worker_error", "malformed"),
+        (_weights(np.zeros(5, np.float32)), "worker_error", "params has 5 values"),
+        (_weights(np.zeros((1, _SIZE), np.float32)), "worker_error", "1-D floating-point"),
+        (_weights(np.full(_SIZE, np.nan, np.float32)), "worker_error", "NaN or Inf"),
+        (_weights(np.zeros(_SIZE, np.complex64)), "worker_error", "1-D floating-point"),
+    ],
+)
+def test_a_hostile_evaluation_message_gets_a_fault_reply_never_a_crash_or_a_report(
+    tmp_path: Path, hostile: Callable[[RecordDict], None], kind: str, cause: str
+) -> None:
+    # Red team: wrong types, a model shape the data or any run cannot take, a run
+    # config that is not JSON, weights missing, short, stacked, NaN or complex.
+    own = _own_file(tmp_path / "own.npz", 37)
+    config = _config(f"npz:{tmp_path / 'elsewhere' / 'secret.npz'}")
+    model = build_model("mlp", in_channels=1, image_size=8, num_classes=10)
+    assert flatten_params(model).numel() == _SIZE
+    task = EvaluationTask(run_id="r", round=1, nonce="n", worker=1, model_shape=SHAPE)
+    content = evaluation_task_content(task, flatten_params(model), config.model_dump_json())
+    hostile(content)
+    message = Message(content=content, dst_node_id=NODE, message_type=EVALUATE_TYPE)
+    node_config = _node_config(tmp_path, data_path=str(own))
+    context = Context(
+        run_id=1, node_id=NODE, node_config=node_config, state=RecordDict(), run_config={}
+    )
+
+    reply = build_client_app(EnrolledWorker(environ={}))(message=message, context=context)
+
+    fault = read_fault(reply.content)
+    assert fault is not None and fault[0] == kind, fault
+    assert cause in fault[1], fault
+    assert EVALUATION not in reply.content.config_records

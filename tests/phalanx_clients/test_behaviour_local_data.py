@@ -272,3 +272,34 @@ def test_an_honest_worker_of_a_local_run_has_no_behaviour_and_an_adversary_one()
     assert {w for w, worker in workers.items() if worker.behaviour is not None} == adversaries(
         config
     )
+
+
+@dataclass
+class FakeShortAttack:
+    """A test double of a buggy plug-in: sends the honest update less its last entry."""
+
+    name: ClassVar[str] = "fake_short"
+
+    def __call__(self, honest: Tensor, ctx: AttackContext) -> Tensor:
+        return honest[:-1]
+
+
+def test_a_plug_in_that_forges_an_update_of_the_wrong_shape_fails_with_its_name(
+    params: Tensor, shape: ModelShape
+) -> None:
+    # Red team: the shorter vector went out as the adversary's reply, refused by the
+    # coordinator as malformed, so a plug-in's bug read as the defence at work.
+    config = attacked("sign_flip")
+    train = load_dataset("digits", "train")
+    team = RedTeam(adversaries(config), FakeShortAttack(), "all", train_data=lambda _: train)
+    liar = min(team.adversaries)
+    worker = inprocess_workers(config, RUN_ID)[liar]
+    task = local_task(config, ROUND, liar, shape, run_id=RUN_ID)
+    with pytest.raises(ValueError, match="'fake_short' must return a float update shaped"):
+        team.behaviour_of(liar).updates(  # type: ignore[union-attr]
+            worker.honest_updates(task, params),
+            task,
+            params,
+            config=config,
+            train_set=worker.local_data(liar).train,
+        )

@@ -284,8 +284,9 @@ def explain(
         facts.append(("Score", f"{score:.3g}{limit}"))
     ratio, floor = _number(evidence.get("distance_ratio")), _number(evidence.get("ratio_threshold"))
     if ratio is not None:
-        over = "" if floor is None else f" (at least {floor:.3g})"
-        facts.append(("Distance to the median update", f"{ratio:.3g} times the typical{over}"))
+        # Flagged only beyond the floor (ratio > floor), as the evidence's summary says.
+        over = "" if floor is None else f" (over {floor:.3g})"
+        facts.append(("Distance to the median update", f"{ratio:.3g} times the typical one{over}"))
     norm, median = _number(evidence.get("norm")), _number(evidence.get("median_norm"))
     if norm is not None:
         facts.append(("Update norm", f"{norm:.3g}"))

@@ -57,9 +57,10 @@ Rules every attack must keep:
   must come from ``ctx.generator()``, which is seeded from
   ``(ctx.seed, ctx.round, ctx.file)`` and never from ``ctx.worker``.
 
-One concept per module: :mod:`~phalanx.attacks.context` (`AttackContext` and the
-`Attack` and `DataAttack` protocols), :mod:`~phalanx.attacks.updates` (update-level
-attacks), :mod:`~phalanx.attacks.labels` (the label flip, and the check of any data
+One concept per module: :mod:`~phalanx.attacks.context` (`AttackContext`, the
+`Attack` and `DataAttack` protocols, and `forged_update`, the check of an update
+attack's output), :mod:`~phalanx.attacks.updates` (update-level attacks),
+:mod:`~phalanx.attacks.labels` (the label flip, and the check of any data
 attack's labels),
 :mod:`~phalanx.attacks.loading` (`ATTACKS`, `load_attack`, `check_attack`),
 :mod:`~phalanx.attacks.selection` (`select_adversaries`),
@@ -69,7 +70,7 @@ rules stay outside the package, in :mod:`phalanx.attack_plugins`, because the ru
 config uses their syntax checks and must import no torch.
 """
 
-from phalanx.attacks.context import Attack, AttackContext, DataAttack
+from phalanx.attacks.context import Attack, AttackContext, DataAttack, forged_update
 from phalanx.attacks.distortion import disagreement_targets, distortion_plan
 from phalanx.attacks.labels import LabelFlip, LabelPoison, poisoned_labels
 from phalanx.attacks.loading import ATTACKS, check_attack, load_attack
@@ -105,6 +106,7 @@ __all__ = [
     "check_attack",
     "disagreement_targets",
     "distortion_plan",
+    "forged_update",
     "load_attack",
     "majority_files",
     "poisoned_labels",

@@ -136,3 +136,27 @@ class DataAttack(Protocol):
     def poison_labels(self, labels: Tensor, num_classes: int) -> Tensor:
         """Return the labels the adversary trains on instead of ``labels``."""
         ...
+
+
+def forged_update(attack: Attack, honest: Tensor, ctx: AttackContext) -> Tensor:
+    """Return the update ``attack`` forges for ``honest``, checked: a float of its shape.
+
+    NaN or Inf pass (a Byzantine worker may send them; the coordinator refuses such
+    a reply whole); a floating dtype other than ``honest``'s is cast to it.
+
+    Raises
+    ------
+    ValueError
+        When ``attack`` returns anything but a floating-point tensor shaped like
+        ``honest`` (a plug-in's output is checked before it is encoded, as a data
+        attack's labels are: a list failed inside the encoder, a shorter vector went
+        out as a reply of the wrong length).
+    """
+    out = attack(honest, ctx)
+    if not isinstance(out, Tensor) or out.shape != honest.shape or not out.is_floating_point():
+        got = f"{out.dtype} {tuple(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(
+            f"attack {getattr(attack, 'name', type(attack).__name__)!r} must return a float "
+            f"update shaped {tuple(honest.shape)}, got {got}"
+        )
+    return out.detach().to(device=honest.device, dtype=honest.dtype)

@@ -56,6 +56,7 @@ from phalanx.detection.outliers import (
     DEFAULT_OUTLIER_THRESHOLD,
     LOCAL_OUTLIER_RATIO,
     OutlierMeasures,
+    check_screening,
     outlier_measures,
     outlier_scores,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "TiePolicy",
     "Verdict",
     "agreement_graph",
+    "check_screening",
     "compare_file",
     "compare_replicas",
     "compare_round",

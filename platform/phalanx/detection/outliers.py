@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -98,7 +99,9 @@ class OutlierMeasures:
     z : Tensor
         Robust z-scores of the distances (:func:`outlier_scores`), float64.
     ratio : Tensor
-        Each distance over the median distance, float64 (1 for all when it is 0).
+        Each distance over the median distance, float64; over the mean distance when
+        more than half the updates sit on the median update (median distance 0), and 1
+        for all when every update does.
     """
 
     z: Tensor
@@ -125,9 +128,43 @@ def outlier_measures(values: Tensor, f: int) -> OutlierMeasures:
     """
     _check_scored(values, f)
     distances = centre_distances(values, robust_centre(values))
-    typical = float(torch.quantile(distances, 0.5))
+    # A majority on the median update leaves a median distance of 0, and one update far
+    # off would be "1 times" it: it is then measured against the mean distance, as the
+    # z-score falls back to the mean absolute deviation when the MAD is 0.
+    typical = float(torch.quantile(distances, 0.5)) or float(distances.mean())
     ratio = distances / typical if typical > 0 else torch.ones_like(distances)
     return OutlierMeasures(z=robust_z_scores(distances), ratio=ratio)
+
+
+def check_screening(threshold: float | None, ratio: float) -> None:
+    """Refuse a z-score threshold or a distance ratio screening cannot use.
+
+    An infinite one would turn screening off without a word, a string or a boolean
+    would pass a comparison or fail inside a round.
+
+    Parameters
+    ----------
+    threshold : float or None
+        Robust z-score threshold, finite and positive (``None``: no screening).
+    ratio : float
+        Distance ratio, finite and at least 1.
+
+    Raises
+    ------
+    ValueError
+        Naming the value refused.
+    """
+    if threshold is not None and not (_real(threshold) and 0 < threshold < math.inf):
+        raise ValueError(
+            f"outlier_threshold must be positive and finite, or None (no detection), "
+            f"got {threshold!r}"
+        )
+    if not (_real(ratio) and 1.0 <= ratio < math.inf):
+        raise ValueError(f"outlier_ratio must be at least 1 and finite, got {ratio!r}")
+
+
+def _real(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def outlier_scores(values: Tensor, f: int) -> Tensor:

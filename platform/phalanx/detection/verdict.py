@@ -27,6 +27,7 @@ from phalanx.detection.graph import conflict_graph
 from phalanx.detection.outliers import (
     DEFAULT_OUTLIER_RATIO,
     DEFAULT_OUTLIER_THRESHOLD,
+    check_screening,
     outlier_measures,
 )
 from phalanx.detection.ties import TiePolicy, majority_replica, unanimous_replica
@@ -297,8 +298,7 @@ def judge(
         raise ValueError(f"on_tie must be one of {get_args(TiePolicy)}, got {on_tie!r}")
     if outsiders not in get_args(Outsiders):
         raise ValueError(f"outsiders must be one of {get_args(Outsiders)}, got {outsiders!r}")
-    if not outlier_ratio >= 1.0:
-        raise ValueError(f"outlier_ratio must be at least 1, got {outlier_ratio!r}")
+    check_screening(outlier_threshold, outlier_ratio)
     assignment, replied, comparisons = compared.assignment, compared.replied, compared.comparisons
     if not comparisons:
         return _detect_single_replicas(

@@ -42,7 +42,7 @@ from flwr.serverapp.strategy import FedAvg
 from torch import Tensor
 
 from phalanx.aggregation import RobustAggregator
-from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO
+from phalanx.detection import DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO, check_screening
 from phalanx.flower.array_layout import ArrayLayout
 from phalanx.flower.flags import FlaggedNode, FlagKind, MalformedReplyError
 from phalanx.flower.screening import flag_outliers, screen_replies, stack_updates, total_weight
@@ -179,13 +179,7 @@ class RobustStrategy(FedAvg):
             train_metrics_aggr_fn=train_metrics_aggr_fn,
             evaluate_metrics_aggr_fn=evaluate_metrics_aggr_fn,
         )
-        if outlier_threshold is not None and not outlier_threshold > 0:
-            raise ValueError(
-                f"outlier_threshold must be positive or None (no detection), "
-                f"got {outlier_threshold}"
-            )
-        if not outlier_ratio >= 1.0:
-            raise ValueError(f"outlier_ratio must be at least 1, got {outlier_ratio}")
+        check_screening(outlier_threshold, outlier_ratio)
         self.aggregator = RobustAggregator(
             rule=rule,
             f=f,

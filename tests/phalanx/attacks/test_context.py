@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
-from phalanx.attacks import AttackContext
+from phalanx.attacks import AttackContext, forged_update
 
 
 def context(**fields: object) -> AttackContext:
@@ -54,3 +56,45 @@ def test_holders_and_fellows_that_contradict_each_other_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         context(holders=holders, fellows=fellows)
+
+
+class FakeHostileAttack:
+    """A test double of a plug-in attack that returns whatever it was built with."""
+
+    name = "fake_hostile"
+
+    def __init__(self, output: object) -> None:
+        self.output = output
+
+    def __call__(self, honest: torch.Tensor, ctx: AttackContext) -> torch.Tensor:
+        return self.output  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("output", "got"),
+    [
+        ([1.0, 2.0, 3.0], "got list"),
+        (torch.zeros(2), "got torch.float32 (2,)"),
+        (torch.zeros(1, 3), "got torch.float32 (1, 3)"),
+        (torch.zeros(3, dtype=torch.int64), "got torch.int64 (3,)"),
+        (torch.zeros(3, dtype=torch.bool), "got torch.bool (3,)"),
+    ],
+)
+def test_a_plug_in_s_forged_update_that_is_not_a_float_of_the_honest_shape_is_refused(
+    output: object, got: str
+) -> None:
+    # Red team: a list failed inside the encoder ('list' object has no attribute
+    # 'detach'), a shorter vector went out as a reply of the wrong length.
+    refused = f"'fake_hostile' must return a float update shaped (3,), {got}"
+    with pytest.raises(ValueError, match=re.escape(refused)):
+        forged_update(FakeHostileAttack(output), torch.ones(3), context())
+
+
+def test_a_forged_update_may_be_non_finite_and_is_cast_to_the_honest_dtype() -> None:
+    sent = forged_update(
+        FakeHostileAttack(torch.full((3,), float("nan"))), torch.ones(3), context()
+    )
+    assert bool(sent.isnan().all())
+    wide = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    cast = forged_update(FakeHostileAttack(wide), torch.ones(3), context())
+    assert cast.dtype == torch.float32 and not cast.requires_grad

@@ -201,3 +201,35 @@ def test_among_three_honest_updates_the_score_is_noise_and_the_ratio_keeps_them_
         True,
         False,
     ]
+
+
+def test_one_far_update_beside_a_majority_on_the_median_update_is_flagged() -> None:
+    # Red team: twenty identical updates (a model whose gradients vanish) leave a median
+    # distance of 0; the one far update scored 16.8 over the z-score's 8 but its ratio
+    # read as 1, so nothing was flagged. Against the mean distance it is 21 times out.
+    values = torch.zeros(21, 4)
+    values[-1] = 1e6
+    measures = outlier_measures(values, f=0)
+    assert measures.ratio[-1] == pytest.approx(21.0)
+    assert measures.ratio[:-1].tolist() == [0.0] * 20
+    assert measures.outlying(DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO).tolist() == [
+        False
+    ] * 20 + [True]
+    # Among three, two on the median and one far stays unflagged: its z-score is 2.4.
+    few = torch.tensor([[0.0, 0.0], [0.0, 0.0], [5.0, 5.0]])
+    assert not outlier_measures(few, f=0).outlying(DEFAULT_OUTLIER_THRESHOLD, 2.0).any()
+
+
+def test_colluders_cannot_raise_the_typical_distance_to_hide_a_scaled_update() -> None:
+    # Red team: fewer than half the updates sit together at any distance from the
+    # honest ones to pull the median update and the median distance their way; the
+    # median distance stays an honest one, and an update scaled by -100 stays far out.
+    honest = honest_updates(7, 2_000, seed=3)
+    direction = torch.ones(2_000) / 2_000**0.5
+    for reach in (0.0, 1.0, 3.0, 10.0, 40.0):
+        colluders = (honest.mean(0) + reach * direction * 45).repeat(5, 1)
+        scaled = -100 * honest.mean(0, keepdim=True)
+        values = torch.cat([honest, colluders, scaled])
+        measures = outlier_measures(values, f=6)
+        assert bool(measures.outlying(DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO)[-1])
+        assert not measures.outlying(DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO)[:7].any()

@@ -405,6 +405,14 @@ def test_layout_rebuild_restores_keys_shapes_and_dtypes() -> None:
         ({"pre": "shuffle"}, "unknown pre-aggregator 'shuffle'"),
         ({"f": -1}, "f must be a non-negative int"),
         ({"outlier_threshold": 0.0}, "outlier_threshold must be positive"),
+        # Red team: an infinite threshold or ratio turned screening off without a word,
+        # a boolean passed as 1 and a string failed with a TypeError.
+        ({"outlier_threshold": float("inf")}, "outlier_threshold must be positive and finite"),
+        ({"outlier_threshold": True}, "outlier_threshold must be positive and finite"),
+        ({"outlier_ratio": float("inf")}, "outlier_ratio must be at least 1 and finite"),
+        ({"outlier_ratio": float("nan")}, "outlier_ratio must be at least 1 and finite"),
+        ({"outlier_ratio": True}, "outlier_ratio must be at least 1 and finite"),
+        ({"outlier_ratio": "5"}, "outlier_ratio must be at least 1 and finite"),
     ],
 )
 def test_invalid_settings_fail_at_construction(settings: dict[str, Any], message: str) -> None:
