@@ -165,9 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         f"per client, FedAvg's server step; every rule tolerates f = 4; screening at its "
         f"defaults; accuracy on {settings.eval_samples} test samples after the last round.",
         f"Host: {host.cpu}, {host.cores} cores, Python {host.python}; torch "
-        f"{version('torch')}, flwr {version('flwr')}, byzfl {version('byzfl')}; load average "
-        f"{load_average():.1f} at the end; this invocation "
-        f"{(time.perf_counter() - started) / 60:.0f} min.",
+        f"{version('torch')}, flwr {version('flwr')}, byzfl {version('byzfl')}; the runs took "
+        f"{sum(r.seconds for r in rows) / 60:.0f} min of one process"
+        + (
+            ""
+            if args.report_only
+            else f" (this invocation {(time.perf_counter() - started) / 60:.0f} min; load "
+            f"average {load_average():.1f} at its end)"
+        )
+        + ".",
         f"Rows: {len(rows)} ({sum(r.transport == IN_PROCESS for r in rows)} in-process, "
         f"{sum(r.transport == FLOWER for r in rows)} through Flower); the grid has 432 "
         "in-process cases.",
