@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aggregators", default=None, help="rules, e.g. median,mean")
     parser.add_argument("--pres", default=None, help="none,nnm (default both)")
     parser.add_argument("--attacks", default=None, help=f"of {','.join(ATTACKS)}")
-    parser.add_argument("--qs", default=None, help="adversaries, e.g. 4 (default 2,4)")
+    parser.add_argument(
+        "--qs", default=None, help="adversaries, e.g. 4 (default 0,2,4; 0: without attack)"
+    )
     parser.add_argument("--no-flower", action="store_true", help="skip the Flower rows")
     parser.add_argument("--merge", action="store_true", help="add the rows to the stored ones")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     attacks = _choose(args.attacks, ATTACKS, "attacks")
     qs = tuple(int(q) for q in _choose(args.qs, tuple(str(q) for q in QS), "q"))
     if args.quick:
-        partitions, rules, pres, attacks, qs = [PARTITIONS[2]], ("median",), PRES, (), ()
+        partitions, rules, pres, attacks, qs = [PARTITIONS[2]], ("median",), PRES, (), (0,)
     results = report_path(args.out, "heterogeneity", ".json", quick=args.quick)
     document = read_json(results) if results.exists() else None
     stored = [Row(**r) for r in document["rows"]] if document else []

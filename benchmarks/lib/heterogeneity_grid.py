@@ -58,7 +58,7 @@ RULES = (
 )
 PRES: tuple[str | None, ...] = (None, "nnm")
 ATTACKS = ("alie", "ipm", "sign_flip", "label_flip")
-QS = (2, 4)
+QS = (0, 2, 4)
 
 
 @dataclass(frozen=True)
@@ -139,12 +139,14 @@ def grid(
     attacks: Sequence[str],
     qs: Sequence[int],
 ) -> list[Case]:
-    """Every case: each partition and aggregator without attack, then under each attack and q."""
+    """Every case: each partition and aggregator without attack (``0`` in ``qs``), then under
+    each attack and positive q."""
     cases = []
     for partition in partitions:
         for pre in pres:
             for rule in rules:
-                cases.append(Case(partition, rule, pre, NO_ATTACK, 0))
+                if 0 in qs:
+                    cases.append(Case(partition, rule, pre, NO_ATTACK, 0))
                 cases.extend(
                     Case(partition, rule, pre, attack, q) for attack in attacks for q in qs if q
                 )

@@ -47,3 +47,10 @@ def test_every_attacked_case_is_a_simulated_attack_on_local_data() -> None:
         if case.q:
             attack = case.config(SETTINGS).attack
             assert (attack.name, attack.q, attack.strategy) == (case.attack, case.q, "all")
+
+
+def test_the_cases_without_attack_come_with_q_0_only() -> None:
+    attacked = grid(PARTITIONS[:1], ("median",), (None,), ("alie",), (4,))
+    assert [(c.attack, c.q) for c in attacked] == [("alie", 4)]
+    clean = grid(PARTITIONS[:1], ("median",), (None,), ("alie",), (0,))
+    assert [(c.attack, c.q) for c in clean] == [(NO_ATTACK, 0)]
