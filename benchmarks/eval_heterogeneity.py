@@ -19,7 +19,9 @@ aggregator is reported.
 
 The grid is 432 runs; ``--partitions``, ``--aggregators``, ``--attacks`` and
 ``--qs`` select part of it, and ``--merge`` adds the rows to those stored, so the
-grid can be filled over several invocations. Writes
+grid can be filled over several invocations. ``--seeds`` runs the cases under
+more seeds (each draws its own partition, adversaries and initial model); a cell
+of several seeds shows its mean and range, and the goals read the means. Writes
 ``benchmarks/results/heterogeneity.json`` and ``heterogeneity.md``
 (``heterogeneity_quick.*`` with ``--quick``).
 """
@@ -31,6 +33,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -44,6 +47,7 @@ from benchmarks.lib.heterogeneity_grid import (
     PRES,
     QS,
     RULES,
+    SEED,
     Case,
     Settings,
     grid,
@@ -67,7 +71,7 @@ FLOWER_AGGREGATOR = ("median", "nnm")
 
 def row_key(row: Row) -> tuple[object, ...]:
     """What identifies a row: its case and transport."""
-    return (row.partition, row.alpha, row.aggregator, row.attack, row.q, row.transport)
+    return (row.partition, row.alpha, row.aggregator, row.attack, row.q, row.seed, row.transport)
 
 
 def merged(old: list[Row], new: list[Row]) -> list[Row]:
@@ -79,6 +83,13 @@ def merged(old: list[Row], new: list[Row]) -> list[Row]:
 
 def _document(settings: Settings, rows: list[Row]) -> dict[str, object]:
     return {"settings": dataclasses.asdict(settings), "rows": [dataclasses.asdict(r) for r in rows]}
+
+
+def _stored_settings(document: dict[str, Any]) -> Settings:
+    """The settings of stored rows (the seed, once one for all, is now each row's own)."""
+    given = dict(document["settings"])
+    given.pop("seed", None)
+    return Settings(**given)
 
 
 def _choose(given: str | None, known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -106,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--qs", default=None, help="adversaries, e.g. 4 (default 0,2,4; 0: without attack)"
     )
+    parser.add_argument(
+        "--seeds",
+        default=str(SEED),
+        help=f"comma-separated seeds; each draws partition, adversaries, model (default {SEED})",
+    )
     parser.add_argument("--no-flower", action="store_true", help="skip the Flower rows")
     parser.add_argument("--merge", action="store_true", help="add the rows to the stored ones")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -128,13 +144,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     attacks = _choose(args.attacks, ATTACKS, "attacks")
     qs = tuple(int(q) for q in _choose(args.qs, tuple(str(q) for q in QS), "q"))
+    try:
+        seeds = tuple(dict.fromkeys(int(x) for x in args.seeds.split(",") if x))
+    except ValueError:
+        raise SystemExit(
+            f"--seeds takes whole numbers separated by commas, not {args.seeds!r}"
+        ) from None
+    if not seeds:
+        raise SystemExit("--seeds names no seed")
     if args.quick:
         partitions, rules, pres, attacks, qs = [PARTITIONS[2]], ("median",), PRES, (), (0,)
     results = report_path(args.out, "heterogeneity", ".json", quick=args.quick)
     document = read_json(results) if results.exists() else None
     stored = [Row(**r) for r in document["rows"]] if document else []
     if document and (args.report_only or args.merge):
-        kept = Settings(**document["settings"])
+        kept = _stored_settings(document)
         if args.merge and kept != settings:
             raise SystemExit(
                 f"the stored rows were run with {kept}; merging rows of {settings} would mix "
@@ -154,11 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         rows = stored
     else:
-        cases = grid(partitions, rules, pres, attacks, qs)
+        cases = grid(partitions, rules, pres, attacks, qs, seeds)
         run_grid(cases, settings, args.jobs, keep)
         if not args.no_flower:
             for partition in partitions:
-                keep(run_case(Case(partition, *FLOWER_AGGREGATOR, NO_ATTACK, 0), settings, FLOWER))
+                case = Case(partition, *FLOWER_AGGREGATOR, NO_ATTACK, 0, seeds[0])
+                keep(run_case(case, settings, FLOWER))
         rows = merged(stored, done) if args.merge else done
     host = machine()
     notes = [

@@ -71,7 +71,6 @@ class Settings:
     batch_size: int
     lr: float
     eval_samples: int
-    seed: int = SEED
 
 
 @dataclass(frozen=True)
@@ -83,6 +82,7 @@ class Case:
     pre: str | None
     attack: str
     q: int
+    seed: int = SEED
 
     @property
     def aggregator(self) -> str:
@@ -93,7 +93,10 @@ class Case:
     def run_id(self) -> str:
         """Run id (it also derives the simulated workers' keys)."""
         pre = "" if self.pre is None else f"{self.pre}-"
-        return f"heterogeneity-{self.partition.label}-{pre}{self.rule}-{self.attack}-q{self.q}"
+        seed = "" if self.seed == SEED else f"-seed{self.seed}"  # the first seed's ids as before
+        return (
+            f"heterogeneity-{self.partition.label}-{pre}{self.rule}-{self.attack}-q{self.q}{seed}"
+        )
 
     def config(self, settings: Settings) -> RunConfig:
         """The run configuration of this case."""
@@ -117,7 +120,7 @@ class Case:
         return RunConfig.model_validate(
             {
                 "name": self.run_id,
-                "seed": settings.seed,
+                "seed": self.seed,
                 "rounds": settings.rounds,
                 "data": data,
                 "assignment": {"scheme": "none", "num_workers": K, "r": 1},
@@ -138,16 +141,22 @@ def grid(
     pres: Sequence[str | None],
     attacks: Sequence[str],
     qs: Sequence[int],
+    seeds: Sequence[int] = (SEED,),
 ) -> list[Case]:
     """Every case: each partition and aggregator without attack (``0`` in ``qs``), then under
-    each attack and positive q."""
+    each attack and positive q; each under every seed (a seed draws the partition, the
+    adversaries and the initial model)."""
     cases = []
-    for partition in partitions:
-        for pre in pres:
-            for rule in rules:
-                if 0 in qs:
-                    cases.append(Case(partition, rule, pre, NO_ATTACK, 0))
-                cases.extend(
-                    Case(partition, rule, pre, attack, q) for attack in attacks for q in qs if q
-                )
+    for seed in seeds:
+        for partition in partitions:
+            for pre in pres:
+                for rule in rules:
+                    if 0 in qs:
+                        cases.append(Case(partition, rule, pre, NO_ATTACK, 0, seed))
+                    cases.extend(
+                        Case(partition, rule, pre, attack, q, seed)
+                        for attack in attacks
+                        for q in qs
+                        if q
+                    )
     return cases

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from benchmarks.lib.heterogeneity_grid import IN_PROCESS, NO_ATTACK
 from benchmarks.lib.heterogeneity_runs import Row
@@ -34,6 +35,34 @@ def _pct(x: float | None, digits: int = 1) -> str:
     return "failed" if x is None else f"{100 * x:.{digits}f}"
 
 
+@dataclass(frozen=True)
+class Cell:
+    """A cell's final accuracy over the seeds it ran with."""
+
+    mean: float
+    low: float
+    high: float
+    seeds: int
+
+    def __str__(self) -> str:
+        """``76.2``, or ``76.2 [75.8–76.5]`` over several seeds."""
+        if self.seeds == 1:
+            return _pct(self.mean)
+        return f"{_pct(self.mean)} [{_pct(self.low)}–{_pct(self.high)}]"
+
+
+def cells(rows: Sequence[Row]) -> dict[tuple[float | None, str, str, int], Cell]:
+    """Final accuracy per (alpha, aggregator, attack, q) over the seeds of its finished runs."""
+    runs: dict[tuple[float | None, str, str, int], list[float]] = {}
+    for r in rows:
+        if r.final_accuracy is not None:
+            runs.setdefault((r.alpha, r.aggregator, r.attack, r.q), []).append(r.final_accuracy)
+    return {
+        key: Cell(sum(accs) / len(accs), min(accs), max(accs), len(accs))
+        for key, accs in runs.items()
+    }
+
+
 def _columns(rows: Sequence[Row]) -> list[tuple[str, int]]:
     seen: dict[tuple[str, int], None] = {}
     for r in rows:
@@ -44,16 +73,18 @@ def _columns(rows: Sequence[Row]) -> list[tuple[str, int]]:
 def accuracy_table(rows: Sequence[Row]) -> list[str]:
     """Final accuracy (%) per aggregator (rows) and attack at q (columns), for one partition."""
     columns = _columns(rows)
-    by_cell = {(r.aggregator, r.attack, r.q): r for r in rows}
+    by_cell = {(agg, attack, q): cell for (_, agg, attack, q), cell in cells(rows).items()}
+    ran = {(r.aggregator, r.attack, r.q) for r in rows}
     aggregators = list(dict.fromkeys(r.aggregator for r in rows))
     head = ["aggregator", *(a if a == NO_ATTACK else f"{a} q={q}" for a, q in columns)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for agg in aggregators:
-        cells = []
+        shown = []
         for attack, q in columns:
-            row = by_cell.get((agg, attack, q))
-            cells.append("" if row is None else _pct(row.final_accuracy))
-        lines.append(f"| {agg} | " + " | ".join(cells) + " |")
+            cell = by_cell.get((agg, attack, q))
+            failed = cell is None and (agg, attack, q) in ran
+            shown.append("failed" if failed else "" if cell is None else str(cell))
+        lines.append(f"| {agg} | " + " | ".join(shown) + " |")
     return lines
 
 
@@ -80,33 +111,45 @@ def screening_table(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
+def _seeds(cells_: Sequence[Cell]) -> str:
+    counts = sorted({c.seeds for c in cells_})
+    return "one seed" if counts == [1] else f"{'-'.join(map(str, counts))} seeds, means"
+
+
 def goals(rows: Sequence[Row]) -> list[str]:
-    """The issue's goals, each with the figures that meet or miss it."""
+    """The issue's goals, each with the figures that meet or miss it.
+
+    A cell that ran under several seeds counts by its mean over them.
+    """
     local = [r for r in rows if r.transport == IN_PROCESS and r.final_accuracy is not None]
     at = [r for r in local if r.alpha == GOAL_ALPHA]
-    clean = {r.aggregator: r.final_accuracy or 0.0 for r in at if r.q == 0}
+    acc = {(agg, attack, q): c for (_, agg, attack, q), c in cells(at).items()}
+    clean = {agg: c.mean for (agg, attack, q), c in acc.items() if q == 0}
     out = []
-    attacked = [r for r in at if r.q == GOAL_Q and r.pre == "nnm"]
+    attacked = {
+        (agg, attack): c
+        for (agg, attack, q), c in acc.items()
+        if q == GOAL_Q and agg.startswith("nnm + ") and agg in clean
+    }
+    plain = {
+        (agg, attack): c
+        for (agg, attack, q), c in acc.items()
+        if q == GOAL_Q and not agg.startswith("nnm + ")
+    }
     if attacked:
-        worst = max(attacked, key=lambda r: clean.get(r.aggregator, 0.0) - (r.final_accuracy or 0))
-        drop = clean.get(worst.aggregator, 0.0) - (worst.final_accuracy or 0.0)
+        (agg, attack), worst = max(attacked.items(), key=lambda kv: clean[kv[0][0]] - kv[1].mean)
+        drop = clean[agg] - worst.mean
         met = "met" if drop <= GOAL_POINTS else "missed"
         out.append(
             f"- NNM at alpha {GOAL_ALPHA:g}, q = {GOAL_Q}: every attack within "
             f"{100 * GOAL_POINTS:.0f} points of the rule without attack: {met} (largest drop "
-            f"{100 * drop:.1f} points, {worst.aggregator} under {worst.attack})."
+            f"{100 * drop:.1f} points, {agg} under {attack}; "
+            f"{_seeds(list(attacked.values()))})."
         )
-        plain = {
-            (r.rule, r.attack): r.final_accuracy or 0.0 for r in at if r.q == GOAL_Q and not r.pre
-        }
         behind = [
-            r
-            for r in attacked
-            if any(
-                acc >= (r.final_accuracy or 0.0)
-                for (rule, attack), acc in plain.items()
-                if attack == r.attack
-            )
+            (agg, attack)
+            for (agg, attack), c in attacked.items()
+            if any(p.mean >= c.mean for (_, a), p in plain.items() if a == attack)
         ]
         out.append(
             f"- ... and ahead of every rule without NNM under the same attack: "
@@ -114,6 +157,7 @@ def goals(rows: Sequence[Row]) -> list[str]:
             + ("" if not behind else f" ({len(behind)} of {len(attacked)} cells are not)")
             + "."
         )
+        out += _strongest(attacked, plain)
     screened = [r for r in at if r.q == 0 and r.honest_flagged is not None]
     if screened:
         rate = sum(r.honest_flagged or 0.0 for r in screened) / len(screened)
@@ -129,6 +173,30 @@ def goals(rows: Sequence[Row]) -> list[str]:
             f"over {len(gaps)} runs (per rule below)."
         )
     return out
+
+
+def _strongest(
+    attacked: dict[tuple[str, str], Cell], plain: dict[tuple[str, str], Cell]
+) -> list[str]:
+    """Each defence under the attack that costs it most, after NNM against without it."""
+    if not plain:
+        return []
+    lowest: dict[str, float] = {}
+    for (agg, _), c in [*attacked.items(), *plain.items()]:
+        lowest[agg] = min(lowest.get(agg, 1.0), c.mean)
+    ours = {a: v for a, v in lowest.items() if a.startswith("nnm + ")}
+    theirs = {a: v for a, v in lowest.items() if not a.startswith("nnm + ")}
+    best_plain = max(theirs, key=lambda a: theirs[a])
+    worst_nnm = min(ours, key=lambda a: ours[a])
+    met = ours[worst_nnm] > theirs[best_plain]
+    return [
+        f"- ... read per defence under its strongest attack (every attack run at q = {GOAL_Q}): "
+        f"{'met' if met else 'missed'}: the weakest rule after NNM keeps "
+        f"{_pct(ours[worst_nnm])} ({worst_nnm}), the strongest rule without NNM "
+        f"{_pct(theirs[best_plain])} ({best_plain}); without NNM the others keep "
+        + ", ".join(f"{_pct(v)} ({a})" for a, v in sorted(theirs.items(), key=lambda kv: kv[1]))
+        + "."
+    ]
 
 
 def gap_table(rows: Sequence[Row]) -> list[str]:
@@ -159,12 +227,12 @@ def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
         lines += ["| partition | aggregator | attack | q | accuracy | same model as in-process |"]
         lines += ["|---|---|---|---|---|---|"]
         twins = {
-            (r.partition, r.alpha, r.aggregator, r.attack, r.q): r
+            (r.partition, r.alpha, r.aggregator, r.attack, r.q, r.seed): r
             for r in rows
             if r.transport == IN_PROCESS
         }
         for r in flower:
-            twin = twins.get((r.partition, r.alpha, r.aggregator, r.attack, r.q))
+            twin = twins.get((r.partition, r.alpha, r.aggregator, r.attack, r.q, r.seed))
             same = "-" if twin is None else ("yes" if twin.model_digest == r.model_digest else "no")
             lines.append(
                 f"| {partition_label(r)} | {r.aggregator} | {r.attack} | {r.q} | "
@@ -176,7 +244,7 @@ def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
     if failed:
         lines += ["## Failed runs", ""]
         lines += [
-            f"- {r.partition} {r.alpha} {r.aggregator} {r.attack} q={r.q}: {r.error}"
+            f"- {r.partition} {r.alpha} {r.aggregator} {r.attack} q={r.q} seed {r.seed}: {r.error}"
             for r in failed
         ]
         lines.append("")

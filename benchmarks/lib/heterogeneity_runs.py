@@ -25,7 +25,7 @@ from torch import Tensor
 
 from benchmarks.lib.aggregation_peers import load_byzfl
 from benchmarks.lib.case_pool import run_cases
-from benchmarks.lib.heterogeneity_grid import IN_PROCESS, Case, F, K, Settings
+from benchmarks.lib.heterogeneity_grid import IN_PROCESS, SEED, Case, F, K, Settings
 from benchmarks.lib.inprocess_sharing import ReportSink
 from phalanx import coordinator
 from phalanx.aggregation import aggregate
@@ -166,6 +166,7 @@ class Row:
     model_digest: str
     seconds: float
     error: str | None = None
+    seed: int = SEED
 
 
 def honest_flagged(reports: Sequence[RoundReport], liars: frozenset[int], k: int) -> float:
@@ -194,6 +195,7 @@ def run_case(case: Case, settings: Settings, transport: str) -> Row:
         "rule": case.rule,
         "pre": case.pre,
         "adversaries": sorted(liars),
+        "seed": case.seed,
     }
     try:
         with observed(gap):

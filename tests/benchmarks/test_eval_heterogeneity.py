@@ -69,3 +69,20 @@ def test_merging_rows_of_other_settings_is_refused_in_words(tmp_path: Path) -> N
 def test_an_unknown_partition_is_refused_with_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="unknown partitions: dirichlet-9; choose from iid"):
         eval_heterogeneity.main(["--partitions", "dirichlet-9", "--out", str(tmp_path)])
+
+
+def test_rows_stored_when_the_seed_was_a_setting_still_merge_and_report(tmp_path: Path) -> None:
+    _store(tmp_path, [_row("median", 0.71)])
+    document = results.read_json(tmp_path / "heterogeneity.json")
+    document["settings"]["seed"] = 2026
+    del document["rows"][0]["seed"]
+    results.write_json(tmp_path / "heterogeneity.json", document)
+
+    assert eval_heterogeneity.main(["--report-only", "--out", str(tmp_path)]) == 0
+    assert "| median | 71.0 |" in (tmp_path / "heterogeneity.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("seeds", ["2026,x", ",", "1.5"])
+def test_seeds_that_are_not_whole_numbers_are_refused_in_words(tmp_path: Path, seeds: str) -> None:
+    with pytest.raises(SystemExit, match="--seeds"):
+        eval_heterogeneity.main(["--seeds", seeds, "--out", str(tmp_path)])

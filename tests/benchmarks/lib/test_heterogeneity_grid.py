@@ -9,6 +9,7 @@ from benchmarks.lib.heterogeneity_grid import (
     PRES,
     QS,
     RULES,
+    SEED,
     Case,
     F,
     K,
@@ -54,3 +55,12 @@ def test_the_cases_without_attack_come_with_q_0_only() -> None:
     assert [(c.attack, c.q) for c in attacked] == [("alie", 4)]
     clean = grid(PARTITIONS[:1], ("median",), (None,), ("alie",), (0,))
     assert [(c.attack, c.q) for c in clean] == [(NO_ATTACK, 0)]
+
+
+def test_each_seed_is_a_case_of_its_own_and_the_first_keeps_its_run_ids() -> None:
+    one = grid(PARTITIONS[:1], ("median",), (None,), ("alie",), (0, 4))
+    two = grid(PARTITIONS[:1], ("median",), (None,), ("alie",), (0, 4), (SEED, 2027))
+    assert two[:2] == one
+    assert [c.seed for c in two] == [SEED, SEED, 2027, 2027]
+    assert two[2].run_id == one[0].run_id + "-seed2027"
+    assert two[2].config(SETTINGS).seed == 2027 and one[0].config(SETTINGS).seed == SEED

@@ -40,9 +40,13 @@ def test_the_nnm_goal_is_met_within_5_points_and_ahead_of_the_plain_rule() -> No
         row("nnm + median", "alie", 4, 0.77),
         row("median", "alie", 4, 0.60),
     ]
-    (within, ahead, screening) = goals(rows)
+    (within, ahead, strongest, screening) = goals(rows)
     assert "within 5 points of the rule without attack: met (largest drop 3.0 points" in within
     assert ahead.endswith("met.")
+    assert (
+        "attack (every attack run at q = 4): met: the weakest rule after NNM keeps 77.0"
+        in strongest
+    )
     assert "met (0.00 % over 1 runs without attack)" in screening
 
 
@@ -52,9 +56,13 @@ def test_the_goals_are_missed_when_an_attack_costs_more_or_a_plain_rule_is_ahead
         row("nnm + median", "ipm", 4, 0.70),
         row("mean", "ipm", 4, 0.75),
     ]
-    (within, ahead, screening) = goals(rows)
-    assert "missed (largest drop 10.0 points, nnm + median under ipm)" in within
+    (within, ahead, strongest, screening) = goals(rows)
+    assert "missed (largest drop 10.0 points, nnm + median under ipm; one seed)" in within
     assert "missed (1 of 1 cells are not)" in ahead
+    assert (
+        "missed: the weakest rule after NNM keeps 70.0 (nnm + median), the strongest" in strongest
+    )
+    assert "the strongest rule without NNM 75.0 (mean)" in strongest
     assert "missed (2.00 % over 1 runs without attack)" in screening
 
 
@@ -68,3 +76,24 @@ def test_the_screening_table_and_the_report_name_each_partition() -> None:
     assert "| IID | 1 | 0.00 % |" in table
     text = markdown(rows, ["a note"])
     assert "## IID: final accuracy (%)" in text and "## Dirichlet 0.3: final accuracy (%)" in text
+
+
+def test_a_cell_of_several_seeds_counts_by_its_mean_and_shows_its_range() -> None:
+    rows = [
+        row("nnm + median", "none", 0, 0.80),
+        row("nnm + median", "none", 0, 0.78, seed=2027),
+        row("nnm + median", "alie", 4, 0.70),
+        row("nnm + median", "alie", 4, 0.76, seed=2027),
+        row("median", "alie", 4, 0.72),
+    ]
+    (within, ahead, _, _) = goals(rows)
+    assert "missed (largest drop 6.0 points, nnm + median under alie; 2 seeds, means)" in within
+    assert ahead.endswith("met.")  # 73.0 on average against the median's 72.0
+    table = markdown(rows, [])
+    assert "| nnm + median | 79.0 [78.0–80.0] | 73.0 [70.0–76.0] |" in table
+    assert "| median |  | 72.0 |" in table
+
+
+def test_a_cell_whose_runs_all_failed_says_so() -> None:
+    rows = [row("median", "none", 0, 0.8), row("median", "alie", 4, None, error="boom")]
+    assert "| median | 80.0 | failed |" in markdown(rows, [])
