@@ -286,7 +286,8 @@ class ClientViewOut(BaseModel):
     )
     eval_round: int | None = Field(description="The latest round with a federated evaluation.")
     eval_status: str | None = Field(
-        description="counted, clipped (loss above 100), refused (impossible report) or failed."
+        description="counted, clipped (loss above 100), refused (impossible report), failed, "
+        "or silent (asked, and sent nothing before the exchange closed); null: not asked."
     )
     eval_loss: float | None = Field(description="Its loss as it counted (bounded).")
     eval_accuracy: float | None = Field(description="Its local accuracy as it counted, in [0, 1].")

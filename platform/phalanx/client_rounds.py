@@ -82,11 +82,20 @@ def client_rounds(
             distance.setdefault(replica.worker, (value, share))
     judged = {j.worker: j for j in evaluation.judged} if evaluation is not None else {}
     failed = {f.worker for f in evaluation.failures} if evaluation is not None else set()
+    silent = set(evaluation.silent) if evaluation is not None else set()
     out = []
     for w in sorted(workers):
         d, ratio = distance.get(w, (None, None))
         j = judged.get(w)
-        status = j.status if j is not None else ("failed" if w in failed else None)
+        status = (
+            j.status
+            if j is not None
+            else "failed"
+            if w in failed
+            else "silent"
+            if w in silent
+            else None
+        )
         out.append(
             ClientRound(
                 worker=w,

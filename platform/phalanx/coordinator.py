@@ -777,7 +777,7 @@ class Coordinator:
             reports=[r for r in exchange.reports if r.worker in asked],
             failures=[f for f in exchange.failures if f.worker in asked],
         )
-        return federated_result(exchange, self._largest_test)
+        return federated_result(exchange, self._largest_test, asked)
 
     def _evaluate(self, t: int) -> tuple[float, float, int]:
         """Evaluate the model after round ``t``: loss, accuracy and the samples evaluated."""

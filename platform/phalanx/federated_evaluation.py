@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -77,7 +77,11 @@ class EvaluationReport:
 
 @dataclass(frozen=True)
 class EvaluationExchange:
-    """The reports of one evaluation, and the workers that failed to give one."""
+    """The reports of one evaluation, and the workers that failed to give one.
+
+    A worker asked that is in neither was silent: it sent nothing before the
+    exchange closed.
+    """
 
     reports: Sequence[EvaluationReport]
     failures: Sequence[Rejection] = ()
@@ -152,12 +156,16 @@ def capped(judged: JudgedReport, cap: int) -> JudgedReport:
 
 @dataclass(frozen=True)
 class FederatedResult:
-    """A round's federated evaluation: the aggregate and every worker's judged report."""
+    """A round's federated evaluation: the aggregate and every worker's judged report.
+
+    ``silent`` lists the workers asked that sent neither a report nor a failure.
+    """
 
     judged: tuple[JudgedReport, ...]
     failures: tuple[Rejection, ...]
     cap: int
     bytes_down: int = 0
+    silent: tuple[int, ...] = ()
 
     @property
     def kept(self) -> tuple[JudgedReport, ...]:
@@ -172,6 +180,7 @@ class FederatedResult:
             "fed_reports": float(len(kept)),
             "fed_refused": float(sum(j.status == "refused" for j in self.judged)),
             "fed_failed": float(len(self.failures)),
+            "fed_silent": float(len(self.silent)),
             "fed_clipped_losses": float(sum(j.status == "clipped" for j in kept)),
             "fed_capped_claims": float(sum(j.capped for j in kept)),
             "fed_count_cap": float(self.cap),
@@ -234,10 +243,13 @@ class FederatedResult:
         return refused + failed
 
 
-def federated_result(exchange: EvaluationExchange, largest_test: int | None) -> FederatedResult:
+def federated_result(
+    exchange: EvaluationExchange, largest_test: int | None, asked: Iterable[int] = ()
+) -> FederatedResult:
     """Judge every report of ``exchange``, cap the counts, and keep the failures.
 
-    A worker's second report in one exchange is ignored (the first one counts).
+    A worker's second report in one exchange is ignored (the first one counts); a
+    worker of ``asked`` that neither reported nor failed is listed as silent.
     """
     seen: set[int] = set()
     judged = []
@@ -253,6 +265,7 @@ def federated_result(exchange: EvaluationExchange, largest_test: int | None) -> 
         failures=tuple(exchange.failures),
         cap=cap,
         bytes_down=exchange.bytes_down,
+        silent=tuple(sorted(set(asked) - seen - {f.worker for f in exchange.failures})),
     )
 
 

@@ -43,7 +43,8 @@ class ClientRound:
     distance_ratio: float | None = None
     """``distance`` over the round's median distance."""
     eval_status: str | None = None
-    """``counted``, ``clipped``, ``refused``, ``failed``; ``None``: not asked."""
+    """``counted``, ``clipped``, ``refused``, ``failed``, ``silent`` (asked, never
+    answered); ``None``: not asked."""
     eval_loss: float | None = None
     eval_accuracy: float | None = None
     eval_samples: int | None = None

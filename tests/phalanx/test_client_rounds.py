@@ -35,16 +35,16 @@ def test_every_worker_given_work_gets_a_row_with_what_the_round_knows_of_it() ->
         failures=[Rejection(2, "worker_error", "no split")],
     )
     rows = client_rounds(
-        [3, 2, 1, 0],
+        [4, 3, 2, 1, 0],
         {0: "c0", 1: "c1"},
         replicas=replicas,
         aggregate=torch.tensor([1.0, 0.0]),
         samples={0: 100, 1: 50},
-        evaluation=federated_result(exchange, None),
+        evaluation=federated_result(exchange, None, asked=[0, 1, 2, 4]),
     )
 
-    assert [r.worker for r in rows] == [0, 1, 2, 3]
-    first, second, third, idle = rows
+    assert [r.worker for r in rows] == [0, 1, 2, 3, 4]
+    first, second, third, idle, mute = rows
     assert (first.client_id, first.samples, first.distance, first.distance_ratio) == (
         "c0",
         100,
@@ -55,6 +55,7 @@ def test_every_worker_given_work_gets_a_row_with_what_the_round_knows_of_it() ->
     assert (second.distance, second.eval_status, second.eval_accuracy) == (0.0, "refused", None)
     assert (third.eval_status, third.client_id, third.samples) == ("failed", None, None)
     assert (idle.distance, idle.eval_status) == (None, None)
+    assert (mute.eval_status, mute.eval_accuracy) == ("silent", None)
 
 
 def test_without_an_applied_aggregate_no_distance_is_recorded() -> None:

@@ -115,13 +115,16 @@ def test_a_liar_within_range_weighs_no_more_than_the_largest_test_split() -> Non
     assert not [e for e in lied.events if e.kind == EventKind.IMPLAUSIBLE_EVALUATION]
 
 
-def test_a_report_that_never_comes_is_left_out_of_the_aggregate() -> None:
+def test_a_report_that_never_comes_is_left_out_and_its_client_is_on_the_record_as_silent() -> None:
     def silent(report: EvaluationReport) -> EvaluationReport | None:
         return None if report.worker == 3 else report
 
     (r,) = run(local_config(rounds=1), tamper_report=silent).reports
-    assert r.metrics["fed_reports"] == 5.0
-    assert [c.eval_status for c in r.clients][3] is None  # asked, no answer: nothing recorded
+    assert r.metrics["fed_reports"] == 5.0 and r.metrics["fed_silent"] == 1.0
+    assert [c.eval_status for c in r.clients] == ["counted"] * 3 + ["silent"] + ["counted"] * 2
+    # Silence is not a lie, nor a fault the client named: like a worker that never replies
+    # with its update, it is on the record (its row, the round's count), not an event.
+    assert not [e for e in r.events if e.worker == 3]
 
 
 def test_a_client_that_fails_to_evaluate_is_on_the_record_as_a_fault_not_a_liar(

@@ -157,3 +157,15 @@ def test_a_failed_evaluation_is_recorded_once_by_its_kind() -> None:
     ]
     assert events[1].evidence["reason"] == "evaluation: accuracy is not a number"
     assert "worker 2 did not evaluate the global model" in events[1].evidence["summary"]
+
+
+def test_workers_asked_that_neither_report_nor_fail_are_silent_and_counted() -> None:
+    exchange = EvaluationExchange(
+        [report(0), report(0), report(5)],
+        failures=[Rejection(1, EventKind.WORKER_ERROR, "no test split")],
+    )
+    result = federated_result(exchange, None, asked=[3, 2, 1, 0])
+
+    assert result.silent == (2, 3)
+    assert result.metrics()["fed_silent"] == 2.0
+    assert [e.worker for e in result.events(1, {})] == [1]

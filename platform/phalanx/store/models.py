@@ -471,7 +471,8 @@ class ClientRoundRow(Base):
             name="finite_distance_ratio",
         ),
         CheckConstraint(
-            "eval_status IS NULL OR eval_status IN ('counted', 'clipped', 'refused', 'failed')",
+            "eval_status IS NULL OR eval_status IN "
+            "('counted', 'clipped', 'refused', 'failed', 'silent')",
             name="eval_status",
         ),
         CheckConstraint(
