@@ -74,6 +74,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             registration_per_minute=settings.registration_per_minute,
             login_per_minute=settings.login_per_minute,
             proof_per_minute=settings.proof_per_minute,
+            pending_per_address=settings.pending_per_address,
+            challenge_ttl_s=settings.challenge_ttl_s,
         ),
         metrics=ApiMetrics(reads),
         templates=make_templates(),

@@ -67,12 +67,15 @@ class RateLimiter:
     Parameters
     ----------
     per_minute : int
-        Requests a key may make in a burst, and per minute in the long run.
+        Requests a key may make in a burst, and per ``window_s`` (a minute by
+        default) in the long run.
     clock : callable, optional
         Seconds on a monotonic clock; tests pass their own.
     max_keys : int
         Most keys remembered (least recently used forgotten first; a forgotten
         key starts again with a full bucket).
+    window_s : float
+        Seconds over which a bucket refills whole.
     """
 
     def __init__(
@@ -81,12 +84,15 @@ class RateLimiter:
         *,
         clock: Callable[[], float] = time.monotonic,
         max_keys: int = MAX_KEYS,
+        window_s: float = 60.0,
     ) -> None:
         if per_minute < 1:
             raise ValueError(f"per_minute must be at least 1, got {per_minute}")
+        if not math.isfinite(window_s) or window_s <= 0:
+            raise ValueError(f"window_s must be a positive number of seconds, got {window_s}")
         self.per_minute = per_minute
         self._capacity = float(per_minute)
-        self._rate = per_minute / 60.0
+        self._rate = per_minute / window_s
         self._clock = clock
         self._max_keys = max_keys
         self._buckets: OrderedDict[str, Bucket] = OrderedDict()
@@ -158,6 +164,11 @@ class RateLimits:
     ----------
     registration : RateLimiter
         Client registrations (``POST /api/v1/clients``) per address.
+    pending_by_address : RateLimiter
+        Registrations per address over a challenge's lifetime: a bucket of
+        ``pending_per_address`` that refills over ``challenge_ttl_s``, so an address
+        holds at most twice that many unproven registrations at once and a few
+        addresses cannot fill the server's waiting list (``max_pending_clients``).
     login_by_address : RateLimiter
         Failed dashboard logins per address.
     login_by_prefix : RateLimiter
@@ -170,6 +181,7 @@ class RateLimits:
     """
 
     registration: RateLimiter
+    pending_by_address: RateLimiter
     login_by_address: RateLimiter
     login_by_prefix: RateLimiter
     proof_by_address: RateLimiter
@@ -182,11 +194,16 @@ class RateLimits:
         registration_per_minute: int,
         login_per_minute: int,
         proof_per_minute: int,
+        pending_per_address: int = 10,
+        challenge_ttl_s: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> RateLimits:
-        """Build fresh limiters from per-minute budgets, on ``clock``."""
+        """Build fresh limiters from their budgets, on ``clock``."""
         return cls(
             registration=RateLimiter(registration_per_minute, clock=clock),
+            pending_by_address=RateLimiter(
+                pending_per_address, clock=clock, window_s=challenge_ttl_s
+            ),
             login_by_address=RateLimiter(login_per_minute, clock=clock),
             login_by_prefix=RateLimiter(login_per_minute, clock=clock),
             proof_by_address=RateLimiter(proof_per_minute, clock=clock),

@@ -47,6 +47,15 @@ class ApiSettings(Settings):
         ge=1,
         description="Client registrations one address may make per minute (429 beyond).",
     )
+    pending_per_address: int = Field(
+        default=10,
+        ge=1,
+        description=(
+            "Client registrations one address may make per challenge lifetime "
+            "(challenge_ttl_s), so that a few addresses cannot fill the waiting list of "
+            "unproven registrations (429 beyond)."
+        ),
+    )
     max_pending_clients: int = Field(
         default=1000,
         ge=1,

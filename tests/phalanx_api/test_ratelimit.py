@@ -101,6 +101,21 @@ def test_a_limiter_needs_a_positive_budget() -> None:
         RateLimiter(0)
 
 
+def test_a_limiter_over_a_longer_window_refills_its_burst_over_that_window() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(5, clock=clock, window_s=600.0)
+    assert [limiter.acquire("a") for _ in range(5)] == [None] * 5
+    assert limiter.acquire("a") == pytest.approx(120.0)
+    clock.advance(120.0)
+    assert limiter.acquire("a") is None
+
+
+@pytest.mark.parametrize("window", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_limiter_needs_a_positive_finite_window(window: float) -> None:
+    with pytest.raises(ValueError, match="window_s"):
+        RateLimiter(1, window_s=window)
+
+
 @pytest.mark.parametrize(
     ("host", "key"),
     [

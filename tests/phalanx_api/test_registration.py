@@ -408,6 +408,38 @@ def test_registrations_waiting_for_their_proof_are_capped(
         assert client.post(CLIENTS, json={**body, "name": unique_name()}).status_code == 201
 
 
+def test_a_few_addresses_cannot_fill_the_waiting_list_for_everyone_else(
+    fresh_settings: ApiSettings,
+) -> None:
+    clock = FakeClock()
+    app = limited_app(fresh_settings, clock, max_pending_clients=30, pending_per_address=5)
+    attackers = [(f"198.51.100.{i}", 40000 + i) for i in range(4)]
+    held = 0
+    for address in attackers:
+        with TestClient(app, client=address) as attacker:
+            for _ in range(20):  # as fast as the per-minute budget lets them
+                answer = attacker.post(CLIENTS, json={"name": unique_name(), "public_key": _pem()})
+                if answer.status_code == 201:
+                    held += 1
+                else:
+                    assert answer.status_code == 429
+                    assert "at most 5 per 600 s" in answer.json()["detail"]
+    assert held == 4 * 5
+
+    with TestClient(app, client=("192.0.2.9", 50000)) as newcomer:
+        assert register(newcomer, identity.generate_private_key("P-256"))["id"]
+
+    clock.advance(600 / 5)  # one registration's worth of the address's budget back
+    with TestClient(app, client=attackers[0]) as attacker:
+        body = {"name": unique_name(), "public_key": _pem()}
+        assert attacker.post(CLIENTS, json=body).status_code == 201
+        assert attacker.post(CLIENTS, json={**body, "name": unique_name()}).status_code == 429
+
+
+def _pem() -> str:
+    return public_key_text(identity.generate_private_key("P-256"), "pem")
+
+
 def _keys(count: int) -> list[identity.PrivateKey]:
     return [identity.generate_private_key("P-256") for _ in range(count)]
 

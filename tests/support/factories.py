@@ -62,6 +62,7 @@ def settings_for(url: str, data_dir: Path, **overrides: object) -> ApiSettings:
         # set them low.
         "registration_per_minute": 100_000,
         "max_pending_clients": 100_000,
+        "pending_per_address": 100_000,
         "login_per_minute": 100_000,
         "proof_per_minute": 100_000,
     }
@@ -92,6 +93,8 @@ def limited_app(settings: ApiSettings, clock: FakeClock, **limits: int) -> FastA
             registration_per_minute=context.settings.registration_per_minute,
             login_per_minute=context.settings.login_per_minute,
             proof_per_minute=context.settings.proof_per_minute,
+            pending_per_address=context.settings.pending_per_address,
+            challenge_ttl_s=context.settings.challenge_ttl_s,
             clock=clock,
         ),
     )

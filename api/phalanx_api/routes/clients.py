@@ -44,19 +44,31 @@ router = APIRouter(prefix=f"{API_PREFIX}/clients", tags=["clients"])
 
 
 async def take_registration_slot(request: Request, context: ContextDep) -> None:
-    """Count a registration against its address's budget (``registration_per_minute``).
+    """Count a registration against its address's budgets.
+
+    Two budgets: ``registration_per_minute``, and ``pending_per_address`` per
+    challenge lifetime (a registration waits unproven that long at most, so one
+    address holds at most twice that many waiting at once: a few addresses cannot
+    fill the server's waiting list and keep everyone else from registering).
 
     Raises
     ------
     RateLimitedError
-        When the address has used its budget for now.
+        When the address has used either budget for now.
     """
+    settings = context.settings
     _take_address_slot(
-        request,
-        context.limits.registration,
-        context.settings.registration_per_minute,
-        what="registrations",
+        request, context.limits.registration, settings.registration_per_minute, what="registrations"
     )
+    host = request.client.host if request.client is not None else None
+    wait = context.limits.pending_by_address.acquire(address_key(host))
+    if wait is not None:
+        raise RateLimitedError(
+            f"too many registrations from this address (at most "
+            f"{settings.pending_per_address} per {settings.challenge_ttl_s} s, the time a "
+            f"registration may wait for its proof); retry in {retry_after(wait)} s",
+            retry_after_s=wait,
+        )
 
 
 def _take_address_slot(
