@@ -58,28 +58,26 @@ async def take_registration_slot(request: Request, context: ContextDep) -> None:
     """
     settings = context.settings
     _take_address_slot(
-        request, context.limits.registration, settings.registration_per_minute, what="registrations"
+        request,
+        context.limits.registration,
+        what="registrations",
+        budget=f"{settings.registration_per_minute} a minute",
     )
-    host = request.client.host if request.client is not None else None
-    wait = context.limits.pending_by_address.acquire(address_key(host))
-    if wait is not None:
-        raise RateLimitedError(
-            f"too many registrations from this address (at most "
-            f"{settings.pending_per_address} per {settings.challenge_ttl_s} s, the time a "
-            f"registration may wait for its proof); retry in {retry_after(wait)} s",
-            retry_after_s=wait,
-        )
+    _take_address_slot(
+        request,
+        context.limits.pending_by_address,
+        what="registrations",
+        budget=f"{settings.pending_per_address} per {settings.challenge_ttl_s} s, the time a "
+        "registration may wait for its proof",
+    )
 
 
-def _take_address_slot(
-    request: Request, limiter: RateLimiter, per_minute: int, *, what: str
-) -> None:
+def _take_address_slot(request: Request, limiter: RateLimiter, *, what: str, budget: str) -> None:
     host = request.client.host if request.client is not None else None
     wait = limiter.acquire(address_key(host))
     if wait is not None:
         raise RateLimitedError(
-            f"too many {what} from this address (at most {per_minute} a minute); "
-            f"retry in {retry_after(wait)} s",
+            f"too many {what} from this address (at most {budget}); retry in {retry_after(wait)} s",
             retry_after_s=wait,
         )
 
@@ -106,8 +104,8 @@ def take_key_step_slot(request: Request, context: ContextDep) -> None:
     _take_address_slot(
         request,
         context.limits.proof_by_address,
-        context.settings.proof_per_minute,
         what="proofs and challenges",
+        budget=f"{context.settings.proof_per_minute} a minute",
     )
 
 
