@@ -17,7 +17,9 @@ count an honest client of its data would claim.
 The red team knows the round's plan (it is the omniscient adversary of a
 simulation): it derives the assignment and the files' samples it needs once per
 round and keeps the last few (:data:`ROUNDS_KEPT`), instead of once per task; so
-too the reference crowd.
+too the reference updates an update attack sees (on assigned data, the honest
+updates of :data:`REFERENCE_FILES` files; on local data, the reference crowd).
+An adversary's task thus costs its own files, whatever the federation's size.
 """
 
 from __future__ import annotations
@@ -89,6 +91,9 @@ class RedTeam:
     _references: dict[int, tuple[bytes, Tensor]] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+    _file_references: dict[int, tuple[bytes, Tensor]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def round_plan(self, config: RunConfig, round: int) -> RoundPlan:
         """Return round ``round``'s assignment and distortion plan, derived once per round."""
@@ -125,17 +130,32 @@ class RedTeam:
         with the digest of the ``params`` it started from (other parameters: computed
         afresh).
         """
-        digest = hashlib.sha256(params.detach().to(torch.float32).numpy().tobytes()).digest()
-        kept = self._references.get(round)
-        if kept is not None and kept[0] == digest:
-            return kept[1]
-        stack = self.local_crowd(config).reference_updates(
-            self.round_plan(config, round).assignment, self.adversaries, round, params, shape
+        return _kept(
+            self._references,
+            round,
+            params,
+            lambda: self.local_crowd(config).reference_updates(
+                self.round_plan(config, round).assignment, self.adversaries, round, params, shape
+            ),
         )
-        self._references[round] = (digest, stack)
-        while len(self._references) > ROUNDS_KEPT:
-            del self._references[min(self._references)]
-        return stack
+
+    def file_references(
+        self, config: RunConfig, train_set: ImageDataset, round: int, params: Tensor
+    ) -> Tensor:
+        """Return round ``round``'s reference updates on assigned data, computed once per round.
+
+        The honest updates of a round-seeded sample of :data:`REFERENCE_FILES` files
+        (:func:`reference_file_updates`), the same for every adversary; kept for the
+        last :data:`ROUNDS_KEPT` rounds like :meth:`reference_updates`, with the
+        digest of the ``params`` they started from.
+        """
+        num_files = self.round_plan(config, round).assignment.num_files
+        return _kept(
+            self._file_references,
+            round,
+            params,
+            lambda: reference_file_updates(config, train_set, round, num_files, params),
+        )
 
     @classmethod
     def from_config(
@@ -211,7 +231,8 @@ class Behaviour:
                 poison_labels=attack.poison_labels,
             )
             return {**honest, **poisoned}
-        reference = _reference_updates(config, train_set, task.round, assignment.num_files, params)
+        # A copy: an attack that writes into it changes no other adversary's reference.
+        reference = self.red_team.file_references(config, train_set, task.round, params).clone()
         out = dict(honest)
         for f in targets:
             ctx = AttackContext(
@@ -293,10 +314,36 @@ def byzantine_behaviour(attack: str, worker: int) -> Behaviour:
     return Behaviour(team)
 
 
-def _reference_updates(
+def _kept(
+    store: dict[int, tuple[bytes, Tensor]],
+    round: int,
+    params: Tensor,
+    compute: Callable[[], Tensor],
+) -> Tensor:
+    """Return ``store``'s stack for ``round`` if it started from ``params``, else ``compute()``'s.
+
+    The new stack is kept with the digest of ``params``; only the last
+    :data:`ROUNDS_KEPT` rounds are kept.
+    """
+    digest = hashlib.sha256(params.detach().to(torch.float32).numpy().tobytes()).digest()
+    kept = store.get(round)
+    if kept is not None and kept[0] == digest:
+        return kept[1]
+    stack = compute()
+    store[round] = (digest, stack)
+    while len(store) > ROUNDS_KEPT:
+        del store[min(store)]
+    return stack
+
+
+def reference_file_updates(
     config: RunConfig, train_set: ImageDataset, round: int, num_files: int, params: Tensor
 ) -> Tensor:
-    """Honest updates of a round-seeded sample of files, identical for every adversary."""
+    """Honest updates of a round-seeded sample of files, identical for every adversary.
+
+    Derives the round's samples (O(the round's files)): the red team calls it once
+    per round (:meth:`RedTeam.file_references`), never once per adversary's task.
+    """
     g = torch.Generator().manual_seed(derive_seed(config.seed, round, -1))
     sample = torch.randperm(num_files, generator=g)[: min(REFERENCE_FILES, num_files)]
     files = tuple(sorted(int(f) for f in sample))

@@ -33,6 +33,7 @@ from phalanx_clients.worker import Worker
 from tests.support.configs import local_config
 from tests.support.inprocess import inprocess_workers
 from tests.support.planned_tasks import local_task
+from tests.support.scribbling_attack import FakeScribblingAttack
 
 RUN_ID = "local-attacks"
 ROUND = 2
@@ -210,20 +211,6 @@ def test_every_adversary_sees_one_crowd_of_honest_clients_computed_once_per_roun
         assert ctx.fellows == frozenset({ctx.worker})
         assert ctx.majority
         assert (ctx.num_workers, ctx.num_byzantine) == (12, 3)
-
-
-@dataclass
-class FakeScribblingAttack:
-    """A test double of a hostile plug-in: zeroes the crowd it is shown, then sends it."""
-
-    name: ClassVar[str] = "fake_scribbling"
-    seen: list[Tensor] = field(default_factory=list)
-
-    def __call__(self, honest: Tensor, ctx: AttackContext) -> Tensor:
-        assert ctx.honest_updates is not None
-        self.seen.append(ctx.honest_updates.clone())
-        ctx.honest_updates.zero_()
-        return honest
 
 
 def test_an_attack_that_writes_into_its_crowd_changes_no_other_adversary_s(

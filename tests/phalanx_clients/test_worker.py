@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
 
 import pytest
-from torch import Tensor
 
-import phalanx.assignment
-import phalanx.data
-import phalanx.plan
-import phalanx_clients.file_updates
 from phalanx.channel import PlainChannel
 from phalanx.config import RunConfig
 from phalanx.data import load_dataset
@@ -24,37 +16,7 @@ from phalanx.replies import ReplyRejectedError, check_reply, make_float32_decode
 from phalanx_clients.worker import Worker
 from tests.support.configs import small_config
 from tests.support.planned_tasks import planned_task
-
-PLAN_FUNCTIONS = (
-    (phalanx.plan, "round_assignment"),
-    (phalanx.plan, "base_assignment"),
-    (phalanx.plan, "file_samples"),
-    (phalanx.plan, "round_samples"),
-    (phalanx.assignment, "make_assignment"),
-    (phalanx.assignment, "relabel"),
-    (phalanx.data, "round_batch"),
-    (phalanx.data, "split_files"),
-)
-
-
-def count_plan_calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Count every call of a function that derives the round's plan, wherever it was imported."""
-    calls: Counter[str] = Counter()
-    for home, name in PLAN_FUNCTIONS:
-        original = getattr(home, name)
-
-        def spy(*args: Any, _name: str = name, _f: Callable[..., Any] = original, **kw: Any) -> Any:
-            calls[_name] += 1
-            return _f(*args, **kw)
-
-        for module in list(sys.modules.values()):
-            if (
-                module is not None
-                and module.__name__.startswith("phalanx")
-                and getattr(module, name, None) is original
-            ):
-                monkeypatch.setattr(module, name, spy)
-    return calls
+from tests.support.task_work import count_plan_calls, count_trainings
 
 
 def random_config(k: int) -> RunConfig:
@@ -75,14 +37,7 @@ def test_a_worker_trains_its_own_files_and_derives_nothing_of_the_round_s_plan(
     model = init_model("mlp", in_channels=1, image_size=8, num_classes=10, seed=config.seed)
     downlink = PlainChannel(flatten_params(model)).downlink()
     worker = Worker(config, train, "c", generate_private_key())
-    trained: list[int] = []
-    compute = phalanx_clients.file_updates.compute_update
-
-    def counted(model: Any, x: Tensor, y: Tensor, **kw: Any) -> Tensor:
-        trained.append(int(x.shape[0]))
-        return compute(model, x, y, **kw)
-
-    monkeypatch.setattr(phalanx_clients.file_updates, "compute_update", counted)
+    trained = count_trainings(monkeypatch)
     plan_calls = count_plan_calls(monkeypatch)
 
     reply = worker.handle(task, downlink)
