@@ -119,7 +119,7 @@ class RoundChecks:
             key = message_key(reply)
             if key in self._seen or key in also_seen:
                 raise ReplyRejectedError("malformed_reply", "a second reply for the same task")
-            asked = task if reply.asked in (None, task.files) else task.narrowed(reply.asked)
+            asked = task if reply.asked in (None, task.files) else _part(task, reply.asked)
             return check_reply(
                 reply,
                 asked,
@@ -159,6 +159,20 @@ class RoundChecks:
     def admit(self, reply: Reply) -> list[Replica]:
         """Check ``reply`` and record it; return its replicas, or none when it is refused."""
         return self.record(reply, self.check(reply))
+
+
+def _part(task: Task, files: Sequence[int]) -> Task:
+    """Return the part of ``task`` a message asked: ``files``, or the reply is refused.
+
+    The transport names what it sent to the reply's worker; other files mean the
+    reply answers as a worker it was not sent as.
+    """
+    if not set(files) <= set(task.files):
+        raise ReplyRejectedError(
+            "unassigned_file",
+            f"reply answers a message of files {list(files)[:8]} not given to worker {task.worker}",
+        )
+    return task.narrowed(files)
 
 
 def message_key(reply: Reply) -> MessageKey:

@@ -131,3 +131,10 @@ def test_the_compute_times_of_accepted_replies_are_kept_as_claims_by_file() -> N
     round_.arrived(answer(0, (1,), (1,), compute_s=(0.5,)), 2.0)
     round_.arrived(answer(1, (0,), (1,), compute_s=(9.0,)), 2.0)  # refused: not its claim
     assert round_.checks.compute_s == {0: {0: 0.25, 1: 0.5}}
+
+
+def test_a_reply_answering_as_a_worker_it_was_not_sent_as_is_refused() -> None:
+    round_ = intake()
+    # A message asked worker 2 for file 2; the reply says it is worker 0's.
+    round_.arrived(answer(0, (2,), (2,)), 1.0)
+    assert kinds(round_) == [(0, EventKind.UNASSIGNED_FILE)] and round_.pieces == []

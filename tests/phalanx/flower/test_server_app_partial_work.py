@@ -15,10 +15,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
-from flwr.app import Message
+from flwr.app import Message, RecordDict
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.agreement_record import AgreementRecord
 from phalanx.config import RunConfig
 from phalanx.store import EventFilter, RunStatus, events, rounds, runs
 from phalanx.store.models import WorkerResponseRow
@@ -176,3 +177,39 @@ def test_the_automatic_budget_is_chosen_from_the_compute_times_deployed_workers_
     assert 0 < second.metrics["compute_budget_s"] < SLOW_S
     assert second.metrics["files_cut"] >= 2
     assert _events(sqlite_sessions, run_id) == []
+
+
+class FakeForgetfulGrid(FakeCountingGrid):
+    """The counting Grid double on which one node loses its state before round 2."""
+
+    def __init__(self, *args: object, forgets: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.forgets = forgets
+        self.forgotten = False
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        messages = list(messages)
+        if not self.forgotten and any(m.metadata.group_id == "2" for m in messages):
+            self.contexts[self.forgets].state = RecordDict()
+            self.forgotten = True
+        return super().push_messages(messages)
+
+
+def test_a_node_that_lost_the_model_is_sent_again_the_messages_that_asked(
+    sqlite_sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    forgets = NODES[0]
+    configs = _nodes(sqlite_sessions, tmp_path)
+    app = build_client_app(EnrolledWorker(environ={}))
+    grid = FakeForgetfulGrid(app, NODES, node_configs=configs, forgets=forgets)
+    base = _config(2, messages="per_file").model_dump(mode="json")
+    config = RunConfig.model_validate({**base, "codec": {"enabled": True}})
+    run_id = execute_on_grid(sqlite_sessions, config, grid, tmp_path / "checkpoints")
+
+    _succeeded(sqlite_sessions, run_id)
+    # Round 2: its two messages ask for the model; both go again with it, once each.
+    assert grid.pushed == {**dict.fromkeys(NODES, 4), forgets: 6}
+    assert _events(sqlite_sessions, run_id) == []
+    with sqlite_sessions() as session:
+        stored = rounds.get_agreement(session, run_id, 2)
+    assert stored is not None and set(AgreementRecord.from_dict(stored).replied) == {0, 1, 2}
