@@ -159,9 +159,12 @@ def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
         assert clients.get_client(session, straggler).status.value == "approved"
 
 
-SLOW_COMPUTE_S = 30.0
-BUDGET_S = 45.0  # the slow node's first file fits (30 s), its second does not (60 s)
-PER_FILE_DEADLINE_S = 55.0  # after the slow node's first file, before its second
+# Each message also costs a ClientApp process (seconds, tens on a loaded machine): the
+# slow node's files take long enough that its first file comes by the deadline and its
+# second after it, whatever that cost up to about 40 s a message.
+SLOW_COMPUTE_S = 45.0
+BUDGET_S = 67.5  # the slow node's first file fits (45 s of compute), its second not (90 s)
+PER_FILE_DEADLINE_S = 85.0  # after the slow node's first file, before its second
 
 
 def test_a_slow_nodes_finished_files_count_and_a_budget_cuts_its_files_at_a_boundary(
@@ -173,11 +176,11 @@ def test_a_slow_nodes_finished_files_count_and_a_budget_cuts_its_files_at_a_boun
     """Partial work on real processes: DropCompute's budget, then one message per file.
 
     Three clients, each file on two of them (subsets, K = 3, r = 2: two files each).
-    One is a slow device (``PHALANX_SLOW_COMPUTE_S``: each file takes 30 s longer to
-    compute). First a run with a compute budget of 45 s: the slow node computes its
+    One is a slow device (``PHALANX_SLOW_COMPUTE_S``: each file takes 45 s longer to
+    compute). First a run with a compute budget of 67.5 s: the slow node computes its
     first file, overruns the budget on its second and sends the first alone, a
     prefix its reply names; the round counts the cut file, compares what came, and
-    nobody is flagged. Then a run with one message per file and a 55 s deadline: the
+    nobody is flagged. Then a run with one message per file and an 85 s deadline: the
     slow node's first file arrives in time and is compared with its replica, its
     second after the close; in one reply it would have sent nothing in time.
     """
