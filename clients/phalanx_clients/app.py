@@ -14,8 +14,9 @@ Two identity sources, one handler (:func:`build_client_app`):
   (:class:`~phalanx.flower.deployment.node_config.NodeIdentity`). For red-team
   demonstrations, ``phalanx-byzantine=ATTACK`` (or ``PHALANX_BYZANTINE=ATTACK``)
   makes it lie on every file it is given, and ``phalanx-delay-s=SECONDS`` makes
-  it answer that late (a straggler on purpose); the coordinator knows nothing of
-  either.
+  it answer that late (a straggler on purpose), and ``phalanx-slow-compute-s=SECONDS``
+  makes each file take that much longer to compute (a slow device on purpose); the
+  coordinator knows nothing of any of them.
   The deployment's Flower app (:mod:`phalanx.flower.deployment.flower_app`) names it.
 
 Federated evaluation (local data, ``data.local.evaluate_every``) has its own handler:
@@ -50,7 +51,7 @@ from typing import Protocol
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, Context, Message
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message
 from flwr.clientapp import ClientApp
 
 from phalanx.config import RunConfig
@@ -80,6 +81,8 @@ __all__ = [
 
 RedTeamFactory = Callable[[RunConfig], RedTeam | None]
 REPLICA_STATE = "phalanx.replica"
+COMPUTE_STATE = "phalanx.compute"
+"""Node state: the round a compute budget is being spent on, and the seconds spent."""
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,7 @@ class WorkerIdentity:
     node_id: int | None = None
     behaviour: Behaviour | None = None
     delay_s: float = 0.0
+    slow_compute_s: float = 0.0
     own_data: bool = False
     data_path: str | None = None
 
@@ -201,9 +205,30 @@ class EnrolledWorker:
             node_id=int(context.node_id),
             behaviour=byzantine_behaviour(node.byzantine, task.worker) if node.byzantine else None,
             delay_s=node.delay_s,
+            slow_compute_s=node.slow_compute_s,
             own_data=True,
             data_path=node.data_path,
         )
+
+
+def _round_key(task: Task) -> str:
+    return f"{task.run_id}/{task.round}/{task.nonce}"
+
+
+def _spent(context: Context, task: Task) -> float:
+    """Seconds of compute already spent on ``task``'s round by this node (0 without budget).
+
+    With one message per file (``collect.messages = "per_file"``) a round's budget
+    spans its messages, which a SuperNode handles one at a time; its state keeps what
+    the round's earlier messages spent.
+    """
+    if task.budget_s is None:
+        return 0.0
+    record = context.state.config_records.get(COMPUTE_STATE)
+    if record is None or record.get("round") != _round_key(task):
+        return 0.0
+    spent = record.get("spent_s")
+    return spent if isinstance(spent, float) and spent >= 0 else 0.0
 
 
 @lru_cache(maxsize=4)
@@ -270,11 +295,17 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
                 behaviour=who.behaviour,
                 node_id=who.node_id,
                 model_shape=task.model_shape,
+                slow_compute_s=who.slow_compute_s,
             )
             saved = context.state.array_records.get(REPLICA_STATE)
             if saved is not None:
                 worker.replica.restore({k: v.numpy() for k, v in saved.items()})
-            reply = worker.handle(task, downlink)
+            answer = worker.answer(task, downlink, spent_s=_spent(context, task))
+            reply = answer.reply
+            if task.budget_s is not None:
+                context.state[COMPUTE_STATE] = ConfigRecord(
+                    {"round": _round_key(task), "spent_s": answer.spent_s}
+                )
             if who.delay_s:
                 time.sleep(who.delay_s)
             state = worker.replica.state()

@@ -9,7 +9,7 @@ them costs the worker its own files, never the round's whole plan.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -46,6 +46,26 @@ def compute_file_updates(
         When a file has no sample, an index is outside ``train_set``, or
         ``poison_labels`` returns no class index per sample.
     """
+    return dict(
+        file_updates(config, train_set, round, samples, params, poison_labels=poison_labels)
+    )
+
+
+def file_updates(
+    config: RunConfig,
+    train_set: ImageDataset,
+    round: int,
+    samples: Mapping[int, Sequence[int]],
+    params: Tensor,
+    *,
+    poison_labels: LabelPoison | None = None,
+) -> Iterator[tuple[int, Tensor]]:
+    """Yield ``(file, update)`` for each file of ``samples`` in turn, each computed when asked.
+
+    What :func:`compute_file_updates` returns, one file at a time: a worker with a
+    compute budget stops asking once it runs out (DropCompute). Every sample index is
+    checked before the first file is computed.
+    """
     size = len(train_set.y)
     indices = {}
     for f, idx in samples.items():
@@ -62,17 +82,18 @@ def compute_file_updates(
         num_classes=train_set.num_classes,
     )
     load_flat_(model, params)
-    updates = {}
     for f, rows in indices.items():
         y = train_set.y[rows]
         if poison_labels is not None:
             y = poisoned_labels(poison_labels, y, train_set.num_classes)
-        updates[f] = compute_update(
-            model,
-            train_set.x[rows],
-            y,
-            seed=derive_seed(config.seed, round, f),
-            local_steps=config.training.local_steps,
-            lr=config.training.local_lr,
+        yield (
+            f,
+            compute_update(
+                model,
+                train_set.x[rows],
+                y,
+                seed=derive_seed(config.seed, round, f),
+                local_steps=config.training.local_steps,
+                lr=config.training.local_lr,
+            ),
         )
-    return updates

@@ -9,10 +9,21 @@ holds out a seeded share of its data as its local test split, trains on the rest
 and evaluates the global model on it when asked (:meth:`Worker.evaluate`).
 A simulated adversary's behaviour gets what the worker trains on (on local data,
 its own data less its test split) and the worker claims that count for it too.
+
+The worker computes its files one after the other, in its task's order, and times
+each (the reply's ``compute_s``, a claim the coordinator bounds). A task with a
+compute budget (DropCompute, ``Task.budget_s``) is cut at a file boundary: the
+worker sends the files it finished within the budget, a prefix of the task's
+files that the reply's signed file list names, and stops at the first file that
+finishes past it. With one message per file the budget spans the round's
+messages: :meth:`Worker.answer` takes the compute already spent on the round's
+earlier messages and says how much has been spent after this one.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -31,13 +42,41 @@ from phalanx.local_evaluation import LocalEvaluation, LocalSplit, client_split, 
 from phalanx.nets import build_model, layer_shapes
 from phalanx.replies import Reply, Task
 from phalanx_clients.behaviour import Behaviour
-from phalanx_clients.file_updates import compute_file_updates
+from phalanx_clients.file_updates import file_updates
 from phalanx_clients.local_updates import compute_local_update
 from phalanx_clients.replica import ModelReplica, OutOfSyncError
 
 
 class NonFiniteUpdateError(ArithmeticError):
     """An honest computation gave a NaN or infinite update."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A worker's reply to one task, and its compute spent on the round so far."""
+
+    reply: Reply
+    spent_s: float
+    """Seconds of compute on the round's files so far, this task's included (also a file
+    computed past the budget and dropped)."""
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """One file's update and when its computation began (``time.perf_counter``)."""
+
+    value: Tensor
+    started: float
+
+
+@dataclass(frozen=True)
+class Computed:
+    """The files a worker computed within its budget, in its task's order."""
+
+    updates: dict[int, Tensor]
+    compute_s: tuple[float, ...]
+    """Seconds each of ``updates`` took to compute, aligned with it."""
+    spent_s: float
 
 
 @dataclass
@@ -62,6 +101,9 @@ class Worker:
     model_shape : ModelShape or None
         With local data: the run's model (channels, image side, classes), which
         the worker's copy of the model is built for; ``None``: its own data's.
+    slow_compute_s : float
+        A slow device on purpose (``phalanx-slow-compute-s``): each file takes this
+        many seconds longer to compute, counted as compute. 0 for a real worker.
     """
 
     config: RunConfig
@@ -71,6 +113,7 @@ class Worker:
     behaviour: Behaviour | None = None
     node_id: int | None = None
     model_shape: ModelShape | None = None
+    slow_compute_s: float = 0.0
     replica: ModelReplica = field(init=False)
     _splits: dict[int, LocalSplit] = field(init=False, default_factory=dict, repr=False)
 
@@ -127,19 +170,66 @@ class Worker:
             learning rates are at fault, and an honest worker says so instead of
             sending it (the coordinator would refuse it as a lie).
         """
+        return self.compute(task, params).updates
+
+    def compute(self, task: Task, params: Tensor, *, spent_s: float = 0.0) -> Computed:
+        """Compute the task's files in order, timing each, within its budget if it has one.
+
+        ``spent_s`` is the compute already spent on the round (earlier messages of it).
+        A file that finishes past the budget is dropped and the worker stops there; so
+        does a worker whose budget was spent before the task.
+
+        Raises
+        ------
+        NonFiniteUpdateError
+            As :meth:`honest_updates`.
+        """
+        budget = task.budget_s
+        updates: dict[int, Tensor] = {}
+        times: list[float] = []
+        for file, update in self._file_updates(task, params, spent_s):
+            took = time.perf_counter() - update.started
+            spent_s += took
+            if budget is not None and spent_s > budget:
+                break  # finished past the budget: dropped, as DropCompute drops it
+            if not all_finite(update.value):
+                raise NonFiniteUpdateError(
+                    "an update computed from the model it was sent and its training data "
+                    "holds NaN or infinity: check the data for NaN or Inf values, and the "
+                    "learning rates"
+                )
+            updates[file] = update.value
+            times.append(took)
+        return Computed(updates, tuple(times), spent_s)
+
+    def _file_updates(
+        self, task: Task, params: Tensor, spent_s: float
+    ) -> Iterator[tuple[int, _Timed]]:
+        """Yield each file's update in the task's order, with when its computation began.
+
+        Stops before a file once the task's budget is spent (``spent_s`` is what was
+        spent before the task; the caller stops the iteration when a file overruns it).
+        """
+        budget = task.budget_s
+        if budget is not None and spent_s >= budget:
+            return
+        started = time.perf_counter()
         if task.model_shape is not None:
             update, _ = self.local_update(task, params)
-            updates = dict.fromkeys(task.files, update)
-        else:
-            updates = compute_file_updates(
-                self.config, self.train_set, task.round, task.samples_by_file(), params
-            )
-        if not all(all_finite(update) for update in updates.values()):
-            raise NonFiniteUpdateError(
-                "an update computed from the model it was sent and its training data holds "
-                "NaN or infinity: check the data for NaN or Inf values, and the learning rates"
-            )
-        return updates
+            self._slow_down()
+            yield task.files[0], _Timed(update, started)
+            return
+        samples = task.samples_by_file()
+        computing = file_updates(self.config, self.train_set, task.round, samples, params)
+        for file, update in computing:
+            self._slow_down()
+            yield file, _Timed(update, started)
+            started = time.perf_counter()
+
+    def _slow_down(self) -> None:
+        """Take ``slow_compute_s`` longer over a file (a slow device on purpose)."""
+        if self.slow_compute_s:
+            time.sleep(self.slow_compute_s)
 
     def local_update(self, task: Task, params: Tensor) -> tuple[Tensor, int]:
         """Train the run's model on the worker's own data; return the update and sample count.
@@ -168,10 +258,17 @@ class Worker:
 
     def handle(self, task: Task, downlink: Downlink) -> Reply:
         """Apply the downlink, then compute, encode and sign the reply to ``task``."""
+        return self.answer(task, downlink).reply
+
+    def answer(self, task: Task, downlink: Downlink, *, spent_s: float = 0.0) -> Answer:
+        """Reply to ``task`` (see :meth:`handle`), after ``spent_s`` of the round's compute.
+
+        A worker that lost the model asks for it: a reply without update (``need_sync``).
+        """
         try:
             params = self.replica.apply(downlink)
         except OutOfSyncError:
-            return Reply(
+            asks = Reply(
                 worker=task.worker,
                 client_id=self.client_id,
                 run_id=task.run_id,
@@ -184,16 +281,20 @@ class Worker:
                 node_id=self.node_id,
                 need_sync=True,
             )
-        updates = self.honest_updates(task, params)
+            return Answer(asks, spent_s)
+        computed = self.compute(task, params, spent_s=spent_s)
+        updates = computed.updates
+        done = task if len(updates) == len(task.files) else task.narrowed(tuple(updates))
         local = task.model_shape is not None
         trains_on = self.local_data(task.worker).train if local else self.train_set
         # A red-team adversary claims the count an honest client with its data claims.
         num_samples = len(trains_on) if local else None
-        if self.behaviour is not None:
+        if self.behaviour is not None and updates:
             updates = self.behaviour.updates(
-                updates, task, params, config=self.config, train_set=trains_on
+                updates, done, params, config=self.config, train_set=trains_on
             )
-        files = tuple(sorted(updates))
+        files = done.files
+        compute_s = dict(zip(computed.updates, computed.compute_s, strict=True))
         payloads = tuple(self.replica.encode(updates[f], round=task.round, file=f) for f in files)
         digests = tuple(payload_digest(p) for p in payloads)
         signature = sign_reply(
@@ -208,7 +309,7 @@ class Worker:
             num_samples=num_samples,
             samples=task.samples_digest,
         )
-        return Reply(
+        reply = Reply(
             worker=task.worker,
             client_id=self.client_id,
             run_id=task.run_id,
@@ -221,4 +322,6 @@ class Worker:
             node_id=self.node_id,
             num_samples=num_samples,
             samples=task.samples_digest,
+            compute_s=tuple(compute_s[f] for f in files),
         )
+        return Answer(reply, computed.spent_s)

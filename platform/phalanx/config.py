@@ -573,12 +573,8 @@ class RunConfig(_Section):
             if on
         ]
         if self.deployment.backend == "deployment":
-            # Deployed rounds close by the policy on real arrival times.
-            if partial:
-                raise ValueError(
-                    f"{' and '.join(partial)} not available in a deployment yet: a deployed "
-                    "worker sends its files in one reply when all are computed"
-                )
+            # Deployed rounds close by the policy on real arrival times; per-file
+            # messages and compute budgets are real there too (workers time their files).
             if self.systems.enabled:
                 raise ValueError(
                     "systems.enabled simulates devices, which a deployment has for real; "

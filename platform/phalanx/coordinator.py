@@ -13,7 +13,7 @@ import logging
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +28,7 @@ from phalanx.assignment import Assignment
 from phalanx.breakdown import fitted_options, rule_inputs
 from phalanx.channel import Downlink, make_channel
 from phalanx.client_rounds import client_rounds
+from phalanx.collect.dropcompute import measured_round
 from phalanx.collect.pieces import Collection
 from phalanx.collect.registry import CollectionPolicy
 from phalanx.config import RunConfig
@@ -150,6 +151,8 @@ class Coordinator:
             config.assignment.num_workers,
             num_groups=self._base.num_files,
             dim=params.numel(),
+            # Deployed workers time their own files: their claims choose the budget.
+            claimed=config.deployment.backend == "deployment",
         )
         # Simulated seconds of the rounds so far (the systems model's clock).
         self._simulated_s = 0.0
@@ -279,9 +282,12 @@ class Coordinator:
             # The round's plan, drawn once: every task carries its own files' samples.
             samples = round_samples(self.config, self._train_size, t, assignment.num_files)
             tasks = assigned_tasks(self.run_id, t, nonce, assignment, samples, workers)
+        budget = self._deployed_budget()
+        if budget is not None:
+            tasks = {w: dataclasses.replace(task, budget_s=budget) for w, task in tasks.items()}
         lap("assign")
 
-        checks = RoundChecks(tasks, self.members, self.decode, t)
+        checks = RoundChecks(tasks, self.members, self.decode, t, partial=budget is not None)
         intake = None
         if self._collects:
             intake = Intake(
@@ -314,13 +320,18 @@ class Coordinator:
                 # own, heard while it sent the model again, are its late responses).
                 earlier = [r for r in late if r.round < t]
                 collection_metrics["late_from_earlier_rounds"] = float(len(earlier))
+                if self.config.collect.drop_compute:
+                    self._measure_deployed_compute(intake)
+                    collection_metrics["files_cut"] = float(intake.files_cut)
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
         for bad in malformed:
             rejected.add(bad.worker)
             events.append(rejection_event(bad, self.members[bad.worker].client_id, t))
-        faults = [str(e.evidence["reason"]) for e in events if e.kind in FAULT_KINDS]
+        # One cause per worker: with one message per file a worker may fail on several.
+        by_worker = {e.worker: str(e.evidence["reason"]) for e in events if e.kind in FAULT_KINDS}
+        faults = list(by_worker.values())
         if faults:
             causes = "; ".join(f"{n} x {cause}" for cause, n in Counter(faults).most_common())
             log.warning("round %d: %d of %d workers failed: %s", t, len(faults), len(tasks), causes)
@@ -467,6 +478,41 @@ class Coordinator:
             or config.deployment.backend == "deployment"
             or config.collect.policy != "all"
         )
+
+    @property
+    def _per_file_messages(self) -> bool:
+        """Whether a deployed worker's task goes out as one message per file."""
+        deployed = self.config.deployment.backend == "deployment"
+        return deployed and self.config.collect.per_file
+
+    def _deployed_budget(self) -> float | None:
+        """Return the compute budget deployed tasks carry this round (DropCompute), if any.
+
+        ``None`` in simulation (the systems model applies the budget there), without
+        ``drop_compute``, and while the automatic budget still measures its warm-up.
+        """
+        if self.config.deployment.backend != "deployment" or not self.config.collect.drop_compute:
+            return None
+        budget = self._memory.budget_s
+        return None if budget is None else float(budget)
+
+    def _measure_deployed_compute(self, intake: Intake) -> None:
+        """Give DropCompute the compute times a deployed round's accepted replies claim.
+
+        Claims, bounded by what the coordinator saw: a worker's compute cannot have
+        taken longer than its response (:func:`~phalanx.collect.dropcompute.measured_round`).
+        """
+        tasks = intake.checks.tasks
+        claims = {
+            w: [by_file[f] for f in tasks[w].files if f in by_file]
+            for w, by_file in intake.checks.compute_s.items()
+            if w in tasks
+        }
+        responded: dict[int, float] = {}
+        for piece in intake.pieces:
+            responded[piece.worker] = max(responded.get(piece.worker, 0.0), piece.time)
+        measured, overhead = measured_round(claims, responded)
+        self._memory.measure(measured, overhead)
 
     def _simulated_arrivals(
         self, t: int, tasks: Mapping[int, Task], replies: Sequence[Reply], bytes_down: int
@@ -725,11 +771,11 @@ class Coordinator:
         came during this one, after their rounds had closed.
         """
         started = time.monotonic()
-        first = self._send(list(tasks.values()), self.channel.downlink(), intake, 0.0)
+        first = self._send(self._messages(tasks.values()), self.channel.downlink(), intake, 0.0)
         replies = [r for r in first.replies if not r.need_sync]
         bytes_down, malformed = first.bytes_down, list(first.malformed)
         late = list(first.late)
-        lost = [tasks[r.worker] for r in first.replies if r.need_sync and r.worker in tasks]
+        lost = self._lost(tasks, first.replies)
         if lost:
             elapsed = time.monotonic() - started
             second = self._send(lost, self.channel.sync(), intake, elapsed)
@@ -744,6 +790,29 @@ class Coordinator:
             malformed.extend(second.malformed)
             late.extend(second.late)
         return replies, bytes_down, malformed, late
+
+    def _messages(self, tasks: Iterable[Task]) -> list[Task]:
+        """Return the tasks as they go out: whole, or one per file (``per_file`` deployed)."""
+        if not self._per_file_messages:
+            return list(tasks)
+        return [task.narrowed((f,)) for task in tasks for f in task.files]
+
+    def _lost(self, tasks: Mapping[int, Task], replies: Sequence[Reply]) -> list[Task]:
+        """Return what to send again with the full state: the messages that asked for it.
+
+        With one message per file, the files a worker's request names (those of the
+        message it answered), each once and only files of its task.
+        """
+        asking = [r for r in replies if r.need_sync and r.worker in tasks]
+        if not self._per_file_messages:
+            return list({r.worker: tasks[r.worker] for r in asking}.values())
+        again: dict[tuple[int, int], Task] = {}
+        for reply in asking:
+            task = tasks[reply.worker]
+            for f in reply.asked if reply.asked is not None else task.files:
+                if f in task.files:
+                    again.setdefault((reply.worker, f), task.narrowed((f,)))
+        return list(again.values())
 
     def _send(
         self, tasks: Sequence[Task], downlink: Downlink, intake: Intake | None, offset: float
@@ -808,8 +877,8 @@ class _Offset:
     def arrived(self, reply: Reply, seconds: float) -> None:
         self.intake.arrived(reply, self.offset + seconds)
 
-    def failed(self, worker: int, seconds: float) -> None:
-        self.intake.failed(worker, self.offset + seconds)
+    def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
+        self.intake.failed(worker, self.offset + seconds, files)
 
     def closed(self, seconds: float) -> bool:
         return self.intake.closed(self.offset + seconds)

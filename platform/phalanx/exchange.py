@@ -51,10 +51,11 @@ class Listener(Protocol):
         """Take in ``reply``, arrived ``seconds`` after the tasks went out."""
         ...
 
-    def failed(self, worker: int, seconds: float) -> None:
+    def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
         """Note that ``worker`` answered with no reply to check, ``seconds`` in.
 
-        Its ClientApp failed, or its reply was refused on the way.
+        Its ClientApp failed, or its reply was refused on the way. ``files``: those of
+        the message it answered (one message per file); ``None``: all of its task's.
         """
         ...
 

@@ -13,6 +13,15 @@ after the close is late and left out, and what never came is missing. A worker
 that answered without a usable reply (refused by the checks, failed on its side)
 or whose compute budget cut some files is not waited for on those files: nothing
 more of them will come.
+
+In a deployment a worker's task may go out as one message per file
+(``collect.messages = "per_file"``): each reply is checked against the part of the
+task its message asked (``Reply.asked``, the transport's record), a repeat is a
+second reply to the same message, and a refused or failed message withdraws its
+own files alone. With a compute budget (``collect.drop_compute``) a deployed reply
+may cover the first files of what it was asked (:func:`~phalanx.replies.check_reply`
+with ``partial``); the files it leaves out are withdrawn and counted as cut, never
+judged.
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ PROBE_SPACING = 16
 Outcome = list[Replica] | Rejection
 """What the checks say of a reply: its replicas, or why it is refused."""
 
+MessageKey = tuple[int, tuple[int, ...] | None]
+"""A reply's worker and the files its message asked (``None``: its whole task)."""
+
 
 class RoundChecks:
     """The checks of one round's replies, one reply at a time.
@@ -59,6 +71,9 @@ class RoundChecks:
         Turns a payload into an update.
     round_ : int
         The round, for the events.
+    partial : bool
+        Whether a reply may cover the first files of what it was asked (a deployed
+        compute budget, DropCompute).
     """
 
     def __init__(
@@ -67,26 +82,32 @@ class RoundChecks:
         members: Mapping[int, Member],
         decode: Decoder,
         round_: int,
+        *,
+        partial: bool = False,
     ) -> None:
         self.tasks = tasks
         self.members = members
         self.round = round_
+        self.partial = partial
+        # Worker -> file -> the compute seconds its accepted reply claims (a claim).
+        self.compute_s: dict[int, dict[int, float]] = {}
         self.replicas: list[Replica] = []
         # Local data: worker -> the sample count its accepted (signed) reply reports.
         self.samples: dict[int, int] = {}
         self.events: list[EventReport] = []
         self.rejected: set[int] = set()
-        self._seen: set[int] = set()
+        self._seen: set[MessageKey] = set()
         # Honest replicas of a file send identical bytes: hash and decode each payload
         # once a round (a repeat costs a dictionary lookup and a comparison of the bytes).
         self._decode = functools.cache(decode)
         self._digest = functools.cache(payload_digest)
 
-    def check(self, reply: Reply, *, also_seen: Set[int] = frozenset()) -> Outcome:
+    def check(self, reply: Reply, *, also_seen: Set[MessageKey] = frozenset()) -> Outcome:
         """Check ``reply`` without recording anything: its replicas, or why it is refused.
 
-        ``also_seen`` names workers whose replies were checked but not yet recorded
-        (a second reply of one of them is refused as a repeat).
+        ``also_seen`` names the messages (:func:`message_key`) whose replies were
+        checked but not yet recorded (a second reply to one of them is refused as a
+        repeat).
         """
         member = self.members.get(reply.worker)
         task = self.tasks.get(reply.worker)
@@ -95,15 +116,18 @@ class RoundChecks:
                 raise ReplyRejectedError(
                     "unassigned_file", f"worker {reply.worker} had no task this round"
                 )
-            if reply.worker in self._seen or reply.worker in also_seen:
+            key = message_key(reply)
+            if key in self._seen or key in also_seen:
                 raise ReplyRejectedError("malformed_reply", "a second reply for the same task")
+            asked = task if reply.asked in (None, task.files) else _part(task, reply.asked)
             return check_reply(
                 reply,
-                task,
+                asked,
                 client_id=member.client_id,
                 public_key=member.public_key,
                 decode=self._decode,
                 digest=self._digest,
+                partial=self.partial,
             )
         except ReplyRejectedError as exc:
             return Rejection(reply.worker, exc.kind, exc.reason)
@@ -117,11 +141,14 @@ class RoundChecks:
     def record(self, reply: Reply, outcome: Outcome) -> list[Replica]:
         """Record what :meth:`check` said of ``reply``; return its replicas (none if refused)."""
         if reply.worker in self.tasks and reply.worker in self.members:
-            self._seen.add(reply.worker)
+            self._seen.add(message_key(reply))
         if not isinstance(outcome, Rejection):
             self.replicas.extend(outcome)
             if reply.num_samples is not None:
                 self.samples[reply.worker] = reply.num_samples
+            if reply.compute_s:
+                claims = self.compute_s.setdefault(reply.worker, {})
+                claims.update(zip(reply.files, reply.compute_s, strict=True))
             return outcome
         self.rejected.add(reply.worker)
         member = self.members.get(reply.worker)
@@ -132,6 +159,25 @@ class RoundChecks:
     def admit(self, reply: Reply) -> list[Replica]:
         """Check ``reply`` and record it; return its replicas, or none when it is refused."""
         return self.record(reply, self.check(reply))
+
+
+def _part(task: Task, files: Sequence[int]) -> Task:
+    """Return the part of ``task`` a message asked: ``files``, or the reply is refused.
+
+    The transport names what it sent to the reply's worker; other files mean the
+    reply answers as a worker it was not sent as.
+    """
+    if not set(files) <= set(task.files):
+        raise ReplyRejectedError(
+            "unassigned_file",
+            f"reply answers a message of files {list(files)[:8]} not given to worker {task.worker}",
+        )
+    return task.narrowed(files)
+
+
+def message_key(reply: Reply) -> MessageKey:
+    """Return the message ``reply`` answers: its worker and the files the message asked."""
+    return (reply.worker, reply.asked)
 
 
 @dataclass
@@ -145,6 +191,8 @@ class _Taken:
     pieces: list[Piece] = field(default_factory=list)
     withdrawn: set[tuple[int, int]] = field(default_factory=set)
     cut: bool = False
+    uncovered: int = 0
+    """Files a deployed reply was asked and does not cover (its compute budget cut them)."""
 
 
 @dataclass
@@ -176,6 +224,7 @@ class Intake:
     cut: set[int] = field(default_factory=set)
     withdrawn: set[tuple[int, int]] = field(default_factory=set)
     waited_s: float = 0.0
+    files_cut: int = 0
     _delivered: dict[int, set[int]] = field(default_factory=dict, repr=False)
 
     def arrived(
@@ -198,10 +247,13 @@ class Intake:
             return
         self._apply(self._take(reply, seconds, files_at, self.checks.check(reply)))
 
-    def failed(self, worker: int, seconds: float) -> None:
-        """Note that ``worker`` answered without a reply to check (a transport's call)."""
+    def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
+        """Note that ``worker`` answered without a reply to check (a transport's call).
+
+        ``files``: those of the message it answered; ``None``: all of its task's.
+        """
         self.arrived_at.setdefault(worker, seconds)
-        self._apply(_Taken(worker, seconds, withdrawn=self._unsent(worker)))
+        self._apply(_Taken(worker, seconds, withdrawn=self._unsent(worker, files)))
 
     def _take(
         self,
@@ -217,12 +269,17 @@ class Intake:
         """
         taken = _Taken(reply.worker, seconds, reply, outcome)
         if isinstance(outcome, Rejection):
-            taken.withdrawn = self._unsent(reply.worker, staged=staged)
+            taken.withdrawn = self._unsent(reply.worker, reply.asked, staged=staged)
             return taken
         for replica in outcome:
             at = seconds if files_at is None else files_at.get(replica.file)
             if at is not None:
                 taken.pieces.append(Piece(replica.worker, replica.file, at, replica.digest))
+        if files_at is None and reply.asked is not None:
+            # A deployed reply cut short by its compute budget: the rest will not come.
+            uncovered = set(reply.asked) - {replica.file for replica in outcome}
+            taken.uncovered = len(uncovered)
+            taken.withdrawn = self._unsent(reply.worker, uncovered, staged=staged)
         if files_at is not None:
             cut = set(self._files_of(reply.worker)) - set(files_at)
             sent = {p.file for p in taken.pieces}
@@ -238,6 +295,7 @@ class Intake:
             self.pieces.append(piece)
             self._delivered.setdefault(piece.worker, set()).add(piece.file)
         self.withdrawn.update(taken.withdrawn)
+        self.files_cut += taken.uncovered
 
     def _files_of(self, worker: int) -> tuple[int, ...]:
         if not 0 <= worker < self.assignment.num_workers:
@@ -299,7 +357,7 @@ class Intake:
         order = sorted(timed, key=lambda item: (item.seconds, item.reply.worker))
         steps: list[_Taken] = []
         staged: dict[int, set[int]] = {}
-        staged_workers: set[int] = set()
+        staged_messages: set[MessageKey] = set()
         first_late = len(order)
         answered = 0  # steps[:answered] were seen by the rule, and it said open
         for i, item in enumerate(order):
@@ -309,9 +367,9 @@ class Intake:
             elif reply.need_sync:  # asks for the model: neither an answer nor a piece
                 steps.append(_Taken(reply.worker, item.seconds))
             else:
-                outcome = self.checks.check(reply, also_seen=staged_workers)
+                outcome = self.checks.check(reply, also_seen=staged_messages)
                 step = self._take(reply, item.seconds, item.files_at, outcome, staged)
-                staged_workers.add(reply.worker)
+                staged_messages.add(message_key(reply))
                 for piece in step.pieces:
                     staged.setdefault(piece.worker, set()).add(piece.file)
                 steps.append(step)

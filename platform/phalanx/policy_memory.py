@@ -31,7 +31,7 @@ from phalanx.assignment import Assignment
 from phalanx.collect.adaptive import AdaptiveK, advance_k
 from phalanx.collect.bandit import BanditState, observe_times, select_workers
 from phalanx.collect.config import CollectConfig
-from phalanx.collect.dropcompute import best_threshold
+from phalanx.collect.dropcompute import best_threshold, completion_median
 from phalanx.collect.pieces import Collection
 from phalanx.faults import describe
 from phalanx.finite import all_finite
@@ -79,6 +79,10 @@ class PolicyMemory:
         Parameters of the model (lazy groups' updates have as many).
     selected : tuple of int, optional
         The groups this round waits for (lazy ``group_fastest``), once dispatched.
+    claimed : bool
+        Whether DropCompute's compute times are the workers' own claims (a deployment):
+        the budget is then chosen no lower than the time by which half of the measured
+        workers finished every file (:func:`~phalanx.collect.dropcompute.completion_median`).
     """
 
     config: CollectConfig
@@ -91,10 +95,17 @@ class PolicyMemory:
     lazy: LazyGroups | None = None
     dim: int = 0
     selected: tuple[int, ...] | None = None
+    claimed: bool = False
 
     @classmethod
     def start(
-        cls, config: CollectConfig, num_workers: int, *, num_groups: int = 0, dim: int = 0
+        cls,
+        config: CollectConfig,
+        num_workers: int,
+        *,
+        num_groups: int = 0,
+        dim: int = 0,
+        claimed: bool = False,
     ) -> PolicyMemory:
         """Return the memory of a run that has not begun (``num_groups``: its files)."""
         chosen = config.parameters()
@@ -109,6 +120,7 @@ class PolicyMemory:
             budget_s=config.compute_budget_s,
             lazy=lazy,
             dim=dim,
+            claimed=claimed,
         )
 
     @property
@@ -201,7 +213,8 @@ class PolicyMemory:
             rounds = [r for r, _ in self.measured]
             overhead = sum(o for _, o in self.measured) / len(self.measured)
             if any(rounds):
-                self.budget_s = best_threshold(rounds, overhead)
+                floor = completion_median(rounds) if self.claimed else 0.0
+                self.budget_s = best_threshold(rounds, overhead, at_least=floor)
             self.measured = []
 
     def observe(

@@ -6,8 +6,10 @@ its own kind; the round goes on without it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -28,6 +30,9 @@ Hasher = Callable[[bytes], str]
 MAX_SAMPLES = 2**53
 """Largest sample count a reply may claim (every count up to it is exact in float64)."""
 
+MAX_COMPUTE_S = 7 * 24 * 3600.0
+"""Longest compute time a task's budget may give or a reply may claim for one file: a week."""
+
 
 @dataclass(frozen=True)
 class Task:
@@ -41,6 +46,11 @@ class Task:
     (:attr:`samples_digest`). With local data (``model_shape`` given) the worker
     trains on its own data and its one file only labels its update: the task
     carries no sample index, and the reply must report (and sign) its sample count.
+
+    ``budget_s`` (DropCompute in a deployment, ``collect.drop_compute``) is the
+    seconds of compute the worker may spend on the task's files this round: it
+    computes them in the task's order and sends those finished within the budget,
+    a prefix of ``files`` (:func:`check_reply` with ``partial``).
     """
 
     run_id: str
@@ -50,6 +60,40 @@ class Task:
     files: tuple[int, ...]
     model_shape: ModelShape | None = None
     samples: tuple[tuple[int, ...], ...] | None = None
+    budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        # Built by the coordinator, or read by a worker from a message it was sent
+        # (``read_task`` refuses a bad budget first): a bad one here is a bug.
+        budget = self.budget_s
+        if budget is not None and not (
+            isinstance(budget, float) and math.isfinite(budget) and 0 < budget <= MAX_COMPUTE_S
+        ):
+            raise ValueError(
+                f"a task's compute budget must be a float in (0, {MAX_COMPUTE_S:g}] s, "
+                f"got {budget!r}"
+            )
+
+    def narrowed(self, files: Sequence[int]) -> Task:
+        """Return this task for ``files`` alone (a message of one file, or a chunk of them).
+
+        ``files`` keep the task's order; with assigned data each keeps its samples, so
+        the narrowed task's :attr:`samples_digest` names those files' samples alone.
+
+        Raises
+        ------
+        ValueError
+            When ``files`` are not among the task's files, or repeat one.
+        """
+        chosen = set(files)
+        if len(chosen) != len(files) or not chosen <= set(self.files):
+            raise ValueError(f"files {list(files)[:8]} are not distinct files of this task")
+        kept = tuple(f for f in self.files if f in chosen)
+        samples = None
+        if self.samples is not None:
+            by_file = self.samples_by_file()
+            samples = tuple(by_file[f] for f in kept)
+        return dataclasses.replace(self, files=kept, samples=samples)
 
     @property
     def local(self) -> bool:
@@ -120,6 +164,13 @@ class Reply:
     samples: str | None = None
     """Assigned data: the digest of the sample indices the worker was asked to train on
     (:attr:`Task.samples_digest`), signed with the digests."""
+    compute_s: tuple[float, ...] = ()
+    """The seconds the worker says it spent computing each file it sends, aligned with
+    ``files`` (or none): a claim, unsigned, read only to choose DropCompute's budget
+    and bounded there by the reply's real response time."""
+    asked: tuple[int, ...] | None = None
+    """The files of the message this reply answers, set by the coordinator's transport
+    from what it sent (never read from the reply); ``None``: the worker's whole task."""
 
     @property
     def num_bytes(self) -> int:
@@ -181,12 +232,16 @@ def check_reply(
     public_key: ec.EllipticCurvePublicKey,
     decode: Decoder,
     digest: Hasher = payload_digest,
+    partial: bool = False,
 ) -> list[Replica]:
     """Check a reply against its task and return its replicas, one per file of the task.
 
     ``digest`` computes a payload's :func:`~phalanx.detection.payload_digest`;
     a caller checking many replies may pass one that remembers the payloads it
-    has hashed already.
+    has hashed already. With ``partial`` (DropCompute: the task had a compute
+    budget) the reply may cover the first files of its task, in the task's order,
+    and no others: it cuts at a file boundary every replica shares and says, signed,
+    what it covers; the files it leaves out are not in it, neither a lie nor a fault.
 
     Raises
     ------
@@ -216,11 +271,21 @@ def check_reply(
     unassigned = sorted(set(reply.files) - set(task.files))
     if unassigned:
         raise ReplyRejectedError("unassigned_file", f"reply includes unassigned files {unassigned}")
-    # A worker answers every file it was given in one reply: one that leaves files out
-    # would look quick and complete on the record while its holders' replicas go missing.
-    left_out = sorted(set(task.files) - set(reply.files))
-    if left_out:
-        raise ReplyRejectedError("malformed_reply", f"reply leaves out assigned files {left_out}")
+    if partial:
+        if reply.files != task.files[: len(reply.files)]:
+            raise ReplyRejectedError(
+                "malformed_reply",
+                f"reply covers files {list(reply.files)[:8]}, not the first {len(reply.files)} "
+                "of its task in order (a compute budget cuts between files, in order)",
+            )
+    else:
+        # A worker answers every file it was given in one reply: one that leaves files out
+        # would look quick and complete on the record while its holders' replicas go missing.
+        left_out = sorted(set(task.files) - set(reply.files))
+        if left_out:
+            raise ReplyRejectedError(
+                "malformed_reply", f"reply leaves out assigned files {left_out}"
+            )
     _check_count(reply.num_samples, local=task.local)
     if reply.samples != task.samples_digest:
         raise ReplyRejectedError(

@@ -40,20 +40,22 @@ are judged by how long they took. A missing reply counts as slower than any.
 
 Simulated rounds (``systems.enabled``) are timed by the systems model; deployed
 rounds by real arrival times. A deployed round stops listening once its policy
-closes it, so a worker still computing is ``missing`` when the round is recorded;
-a reply that then comes during one of the next rounds (the transport recognises
+closes it, so a worker still computing is ``missing`` when the round is recorded; a
+reply that then comes during one of the next rounds (the transport recognises
 replies to its last eight exchanges, :data:`phalanx.flower.transport.LATE_WINDOW`)
 is a :class:`LateResponse`, recorded onto that round's response, which becomes
-``late`` with its time. A reply that never comes, or comes after the run ended,
-stays ``missing``. The time of a late reply is counted from when its task went
-out (for a worker that lost the model and was sent it again mid-round, from that
-second sending) to when the transport heard it: the transport pulls replies only
-during an exchange, so a reply that came between rounds is heard when the next
-round's exchange begins, and its time is overstated by at most that gap (the
-detection, aggregation, evaluation and recording of the round in between). The
-link gives no trustworthy time of arrival (a reply's own timestamp is the worker's
-clock); the gap is small beside a straggler's delay, but a worker just beyond the
-close can look up to one round's overhead slower than it was.
+``late`` with its time (with one message per file, a worker whose first files came
+by the close and the rest after it becomes ``late`` with its last file's time). A
+reply that never comes, or comes after the run ended, stays ``missing``. The time of
+a late reply is counted from when its task went out (for a worker that lost the
+model and was sent it again mid-round, from that second sending) to when the
+transport heard it: the transport pulls replies only during an exchange, so a reply
+that came between rounds is heard when the next round's exchange begins, and its
+time is overstated by at most that gap (the detection, aggregation, evaluation and
+recording of the round in between). The link gives no trustworthy time of arrival (a
+reply's own timestamp is the worker's clock); the gap is small beside a straggler's
+delay, but a worker just beyond the close can look up to one round's overhead slower
+than it was.
 """
 
 from __future__ import annotations
@@ -219,8 +221,10 @@ def settle_late(
         Responses with their round numbers.
     late : iterable of LateResponse
         Replies that came after their rounds closed. Each turns its round's
-        ``missing`` response of that worker ``late``, with its time; one that matches
-        no missing response changes nothing.
+        ``missing`` response of that worker ``late``, with its time, and a response
+        that has a time (a worker whose first files came by the close and the rest
+        after it, one message per file) ``late`` with the later time; one that
+        matches no response, or comes no later than the time it has, changes nothing.
 
     Returns
     -------
@@ -228,12 +232,13 @@ def settle_late(
         In the order given.
     """
     came: dict[tuple[int, int], float] = {}
-    for r in late:  # the first of two for one response counts, as in the store
-        came.setdefault((r.round, r.worker), r.seconds)
+    for r in late:  # the latest of several for one response counts, as in the store
+        key = (r.round, r.worker)
+        came[key] = max(came.get(key, r.seconds), r.seconds)
     settled = []
     for t, response in responses:
         seconds = came.get((t, response.worker))
-        if response.status == "missing" and seconds is not None:
+        if seconds is not None and (response.seconds is None or seconds > response.seconds):
             response = WorkerResponse(response.worker, seconds, "late", response.client_id)
         settled.append((t, response))
     return settled

@@ -259,10 +259,6 @@ def test_a_resumed_run_keeps_its_compute_budget() -> None:
         ),
         ({"collect": {"messages": "per_file"}}, "per_file' needs compute times"),
         ({"collect": {"drop_compute": True}}, "drop_compute needs compute times"),
-        (
-            {"deployment": {"backend": "deployment"}, "collect": {"drop_compute": True}},
-            "not available in a deployment yet",
-        ),
         ({"collect": {"drop_compute": 1}}, "drop_compute"),
         ({"collect": {"compute_budget_s": 2.0}}, "apply only with drop_compute"),
     ],

@@ -20,7 +20,7 @@ from phalanx.assignment import Assignment
 from phalanx.collect import CollectionPolicy
 from phalanx.collect.pieces import Piece
 from phalanx.detection import payload_digest
-from phalanx.intake import Intake, Outcome, RoundChecks, _Taken
+from phalanx.intake import Intake, MessageKey, Outcome, RoundChecks, _Taken
 from phalanx.replies import Reply, Task, float32_payload, make_float32_decoder
 from phalanx.roster import Member, simulated_identity
 from tests.support.signed_replies import signed_reply
@@ -72,7 +72,7 @@ class CountingChecks(RoundChecks):
 
     checked = 0
 
-    def check(self, reply: Reply, *, also_seen: Set[int] = frozenset()) -> Outcome:
+    def check(self, reply: Reply, *, also_seen: Set[MessageKey] = frozenset()) -> Outcome:
         self.checked += 1
         return super().check(reply, also_seen=also_seen)
 

@@ -149,17 +149,25 @@ def test_a_late_response_refuses_values_no_transport_gives(fields: dict[str, obj
         LateResponse(**{"round": 1, "worker": 0, "seconds": 1.0, **fields})  # type: ignore[arg-type]
 
 
-def test_a_late_reply_settles_only_its_rounds_missing_response_the_first_one_counting() -> None:
+def test_a_late_reply_settles_only_its_rounds_response_the_latest_one_counting() -> None:
     responses = [
         (1, WorkerResponse(0, None, "missing", "c0")),
         (1, WorkerResponse(1, 2.0, "kept")),
+        (1, WorkerResponse(2, 4.0, "kept")),
         (2, WorkerResponse(0, None, "missing", "c0")),
     ]
-    late = [LateResponse(1, 0, 9.0), LateResponse(1, 0, 12.0), LateResponse(1, 1, 5.0)]
+    late = [
+        LateResponse(1, 0, 12.0),
+        LateResponse(1, 0, 9.0),
+        # One message per file: worker 1's first file came by the close, another after it.
+        LateResponse(1, 1, 5.0),
+        LateResponse(1, 2, 3.0),  # earlier than the time it has: nothing to change
+    ]
 
     assert settle_late(responses, late) == [
-        (1, WorkerResponse(0, 9.0, "late", "c0")),
-        (1, WorkerResponse(1, 2.0, "kept")),
+        (1, WorkerResponse(0, 12.0, "late", "c0")),
+        (1, WorkerResponse(1, 5.0, "late")),
+        (1, WorkerResponse(2, 4.0, "kept")),
         (2, WorkerResponse(0, None, "missing", "c0")),
     ]
 

@@ -3,7 +3,7 @@ a deployed run executed over a Grid test double."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -11,6 +11,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from phalanx.config import RunConfig
 from phalanx.flower.deployment.backend import DeploymentBackend
 from phalanx.flower.deployment.control import FlowerControl
+from phalanx.flower.deployment.node_config import (
+    BYZANTINE_KEY,
+    CLIENT_ID_KEY,
+    KEY_PATH_KEY,
+    SLOW_COMPUTE_KEY,
+)
 from phalanx.flower.server_app import GridFederation
 from phalanx.identity import (
     PrivateKey,
@@ -83,6 +89,33 @@ def execute_on_grid(
         checkpoint_dir=checkpoint_dir,
     )
     return run_id
+
+
+def enrolled_node_configs(
+    sessions: sessionmaker[Session],
+    tmp_path: Path,
+    nodes: Iterable[int],
+    *,
+    byzantine: Mapping[int, str] | None = None,
+    slow_compute_s: Mapping[int, float] | None = None,
+) -> dict[int, dict[str, str]]:
+    """Approve one client per node (its key saved as ``tmp_path/NODE.key``); return the
+    node config each node's SuperNode would pass its ClientApp.
+
+    ``byzantine`` makes a node lie with the attack named; ``slow_compute_s`` makes it a
+    slow device.
+    """
+    configs = {}
+    for node in nodes:
+        client_id, key = add_client(sessions, f"client-{node}", node_id=node)
+        key_path = tmp_path / f"{node}.key"
+        save_private_key(key_path, key)
+        configs[node] = {CLIENT_ID_KEY: client_id, KEY_PATH_KEY: str(key_path)}
+        if byzantine and node in byzantine:
+            configs[node][BYZANTINE_KEY] = byzantine[node]
+        if slow_compute_s and node in slow_compute_s:
+            configs[node][SLOW_COMPUTE_KEY] = str(slow_compute_s[node])
+    return configs
 
 
 def admit_clients(

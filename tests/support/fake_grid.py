@@ -98,3 +98,33 @@ class WithholdingGrid(FakeGrid):
         self.pulls += 1
         withheld = {i for i, m in self.replies.items() if m.metadata.src_node_id == self.silent}
         return super().pull_messages([i for i in message_ids if i not in withheld])
+
+
+class FakeLazyGrid(FakeGrid):
+    """A grid whose nodes compute a message only when its reply is first pulled.
+
+    So a reply's response time, on the ServerApp's clock, includes the node's compute,
+    as on a real SuperNode; the messages of one pull are computed in the order pushed.
+    """
+
+    def __init__(self, app: ClientApp, nodes: Iterable[int], **kwargs: object) -> None:
+        super().__init__(app, nodes, **kwargs)  # type: ignore[arg-type]
+        self.waiting: dict[str, Message] = {}
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for message in messages:
+            message_id = uuid.uuid4().hex
+            message.metadata.__dict__["_message_id"] = message_id
+            self.waiting[message_id] = message
+            ids.append(message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        asked = set(message_ids)
+        for message_id in [i for i in self.waiting if i in asked]:
+            message = self.waiting.pop(message_id)
+            node = message.metadata.dst_node_id
+            reply = self.app(message=message, context=self.contexts[node])
+            self.replies[message_id] = self.rewrite(self.nodes.index(node), reply)
+        return super().pull_messages(asked)

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from phalanx.agreement_record import AgreementRecord
 from phalanx.config import RunConfig
 from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS
 from phalanx.flower.deployment.control import FlowerControl
@@ -37,6 +38,42 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 DELAY_S = 20.0
 ROUNDS = 5
 
+Recorded = tuple[
+    dict[str, float], set[int], dict[str, tuple[int, str, float | None]], list[DetectionEvent]
+]
+"""A one-round run's metrics, workers compared, responses by client, and events."""
+
+
+def start_nodes(
+    link: RunningSuperLink,
+    control: FlowerControl,
+    ids: dict[str, str],
+    tmp_path: Path,
+    started: list[ManagedProcess],
+    env: dict[str, dict[str, str]],
+) -> dict[str, ManagedProcess]:
+    """Start a SuperNode per client (``env``: a node's own environment); wait for all online."""
+    nodes: dict[str, ManagedProcess] = {}
+    for name, client_id in ids.items():
+        options = SuperNodeOptions(
+            superlink=link.address,
+            root_certificates=link.tls.ca_certificate,
+            identity=NodeIdentity(client_id, tmp_path / "keys" / f"{name}.key"),
+            runtime_port=free_port(),
+            flwr_home=tmp_path / "supernodes" / name,
+        )
+        nodes[name] = start_supernode(
+            name, options, log_path=tmp_path / "logs" / f"{name}.log", env=env.get(name, {})
+        )
+        started.append(nodes[name])
+    wait_until(
+        lambda: sum(n.status == "online" for n in control.supernodes()) == len(ids),
+        timeout=300,
+        what=f"{len(ids)} SuperNodes online",
+        interval=2,
+    )
+    return nodes
+
 
 def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
     tmp_path: Path,
@@ -48,26 +85,8 @@ def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
     names = ("honest-a", "honest-b", "straggler", "doomed")
     deployment, ids = admit_clients(sqlite_sessions, control, names, tmp_path)
 
-    nodes: dict[str, ManagedProcess] = {}
-    for name in names:
-        options = SuperNodeOptions(
-            superlink=link.address,
-            root_certificates=link.tls.ca_certificate,
-            identity=NodeIdentity(ids[name], tmp_path / "keys" / f"{name}.key"),
-            runtime_port=free_port(),
-            flwr_home=tmp_path / "supernodes" / name,
-        )
-        env = {"PHALANX_DELAY_S": str(DELAY_S)} if name == "straggler" else {}
-        nodes[name] = start_supernode(
-            name, options, log_path=tmp_path / "logs" / f"{name}.log", env=env
-        )
-        started.append(nodes[name])
-    wait_until(
-        lambda: sum(n.status == "online" for n in control.supernodes()) == 4,
-        timeout=300,
-        what="four SuperNodes online",
-        interval=2,
-    )
+    env = {"straggler": {"PHALANX_DELAY_S": str(DELAY_S)}}
+    nodes = start_nodes(link, control, ids, tmp_path, started, env)
 
     # Four workers, each file on three of them; a round closes once two workers
     # delivered, whatever the others do.
@@ -138,3 +157,110 @@ def test_rounds_close_by_the_policy_without_the_straggler_and_the_dead_machine(
     ]
     with sqlite_sessions() as session:
         assert clients.get_client(session, straggler).status.value == "approved"
+
+
+# Each message also costs a ClientApp process (seconds, tens on a loaded machine): the
+# slow node's files take long enough that its first file comes by the deadline and its
+# second after it, whatever that cost up to about 40 s a message.
+SLOW_COMPUTE_S = 45.0
+BUDGET_S = 67.5  # the slow node's first file fits (45 s of compute), its second not (90 s)
+PER_FILE_DEADLINE_S = 85.0  # after the slow node's first file, before its second
+
+
+def test_a_slow_nodes_finished_files_count_and_a_budget_cuts_its_files_at_a_boundary(
+    tmp_path: Path,
+    sqlite_sessions: sessionmaker[Session],
+    superlink: tuple[RunningSuperLink, FlowerControl],
+    started: list[ManagedProcess],
+) -> None:
+    """Partial work on real processes: DropCompute's budget, then one message per file.
+
+    Three clients, each file on two of them (subsets, K = 3, r = 2: two files each).
+    One is a slow device (``PHALANX_SLOW_COMPUTE_S``: each file takes 45 s longer to
+    compute). First a run with a compute budget of 67.5 s: the slow node computes its
+    first file, overruns the budget on its second and sends the first alone, a
+    prefix its reply names; the round counts the cut file, compares what came, and
+    nobody is flagged. Then a run with one message per file and an 85 s deadline: the
+    slow node's first file arrives in time and is compared with its replica, its
+    second after the close; in one reply it would have sent nothing in time.
+    """
+    link, control = superlink
+    names = ("fast-a", "fast-b", "slow")
+    deployment, ids = admit_clients(sqlite_sessions, control, names, tmp_path)
+    start_nodes(
+        link,
+        control,
+        ids,
+        tmp_path,
+        started,
+        {"slow": {"PHALANX_SLOW_COMPUTE_S": str(SLOW_COMPUTE_S)}},
+    )
+
+    def run_once(name: str, collect: dict[str, object]) -> str:
+        config = RunConfig.model_validate(
+            {
+                "name": name,
+                "seed": 7,
+                "rounds": 1,
+                "data": {"dataset": "digits", "model": "mlp", "samples_per_file": 16},
+                "assignment": {"scheme": "subsets", "num_workers": 3, "r": 2},
+                "training": {"optimizer": "adam", "server_lr": 0.01},
+                "collect": collect,
+                "deployment": {"backend": "deployment"},
+            }
+        )
+        with sqlite_sessions.begin() as session:
+            run_id = runs.create_run(
+                session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
+            ).id
+        said: list[str] = []
+        Dispatcher(
+            sqlite_sessions, "test-coordinator", {"deployment": deployment}, report=said.append
+        ).serve(poll=1, once=True)
+        with sqlite_sessions() as session:
+            run = runs.get_run(session, run_id)
+            assert run.status == RunStatus.SUCCEEDED, (run.error, said)
+        return run_id
+
+    def recorded(run_id: str) -> Recorded:
+        with sqlite_sessions() as session:
+            (round_,) = rounds.list_rounds(session, run_id)
+            stored = rounds.get_agreement(session, run_id, 1)
+            responses = session.scalars(
+                select(WorkerResponseRow).where(WorkerResponseRow.run_id == run_id)
+            )
+            by_client = {r.client_id: (r.worker, r.status, r.seconds) for r in responses}
+            events = list(
+                session.scalars(select(DetectionEvent).where(DetectionEvent.run_id == run_id))
+            )
+        assert stored is not None
+        replied = set(AgreementRecord.from_dict(stored).replied)
+        return dict(round_.metrics), replied, by_client, events
+
+    slow = ids["slow"]
+
+    budgeted = run_once("budget", {"drop_compute": True, "compute_budget_s": BUDGET_S})
+    metrics, replied, by_client, events = recorded(budgeted)
+    assert metrics["compute_budget_s"] == BUDGET_S
+    assert metrics["files_cut"] == 1.0, metrics  # the slow node's second file
+    assert metrics["update_applied"] == 1.0
+    worker, status, seconds = by_client[slow]
+    assert status == "kept" and seconds is not None and seconds >= SLOW_COMPUTE_S
+    assert replied == {0, 1, 2}  # its first file was compared like any other
+    assert events == [], [(e.kind, e.client_id) for e in events]
+
+    per_file = run_once(
+        "per-file",
+        {"policy": "deadline", "deadline_s": PER_FILE_DEADLINE_S, "messages": "per_file"},
+    )
+    metrics, replied, by_client, events = recorded(per_file)
+    assert metrics["collected_s"] == PER_FILE_DEADLINE_S  # the slow node's second file was out
+    assert metrics["update_applied"] == 1.0
+    worker, status, seconds = by_client[slow]
+    # Its first file came in time and counts; the second came after the close.
+    assert status == "kept" and seconds is not None
+    assert SLOW_COMPUTE_S <= seconds <= PER_FILE_DEADLINE_S
+    assert worker in replied
+    assert not any(e.kind in FLAG_KINDS for e in events), [(e.kind, e.client_id) for e in events]
+    with sqlite_sessions() as session:
+        assert clients.get_client(session, slow).status.value == "approved"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TypeVar, cast
 
 import numpy as np
@@ -10,7 +11,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from phalanx.channel import Downlink
 from phalanx.data_mode import ModelShape
 from phalanx.faults import describe, fault_kind, fault_kind_named, one_line
-from phalanx.replies import Reply, Task
+from phalanx.replies import MAX_COMPUTE_S, Reply, Task
 
 TASK = "task"
 MODEL = "model"
@@ -53,6 +54,8 @@ def task_content(task: Task, downlink: Downlink, run_config_json: str) -> Record
     if task.samples is not None:  # assigned data: each file's sample indices, flat
         record["samples"] = [i for idx in task.samples for i in idx]
         record["sample_counts"] = [len(idx) for idx in task.samples]
+    if task.budget_s is not None:  # DropCompute: seconds of compute this round
+        record["budget_s"] = task.budget_s
     arrays = {f"history.{k}": v for k, v in downlink.history.items()}
     if downlink.weights is not None:
         arrays["weights"] = downlink.weights
@@ -79,6 +82,7 @@ def read_task(content: RecordDict) -> tuple[Task, Downlink, str]:
             files=files,
             model_shape=_model_shape(record),
             samples=_samples(record, len(files)),
+            budget_s=_budget(record.get("budget_s")),
         )
         arrays = {k: v.numpy() for k, v in content.array_records[MODEL].items()}
         kind = _scalar(record, "downlink", str)
@@ -119,6 +123,8 @@ def reply_content(reply: Reply) -> RecordDict:
         fields["num_samples"] = reply.num_samples
     if reply.samples is not None:
         fields["samples"] = reply.samples
+    if reply.compute_s:
+        fields["compute_s"] = [float(t) for t in reply.compute_s]
     return RecordDict({REPLY: ConfigRecord(fields)})  # type: ignore[arg-type]
 
 
@@ -179,6 +185,7 @@ def read_reply(content: RecordDict, *, worker: int) -> Reply:
     round_ = _scalar(record, "round", int)
     if not 0 <= round_ <= MAX_ID:
         raise MalformedRecordError(f"round {round_} is out of range")
+    compute_s = _compute_times(record, len(files))
     return Reply(
         worker=worker,
         client_id=_text(record, "client_id"),
@@ -193,7 +200,38 @@ def read_reply(content: RecordDict, *, worker: int) -> Reply:
         need_sync=need_sync,
         num_samples=_count(record.get("num_samples")),
         samples=None if record.get("samples") is None else _text(record, "samples"),
+        compute_s=compute_s,
     )
+
+
+def _budget(value: object) -> float | None:
+    """Parse a task's compute budget: seconds in ``(0, MAX_COMPUTE_S]``, or absent."""
+    if value is None:
+        return None
+    if not isinstance(value, float) or not (math.isfinite(value) and 0 < value <= MAX_COMPUTE_S):
+        raise MalformedRecordError(
+            f"field 'budget_s' is not a number of seconds in (0, {MAX_COMPUTE_S:g}]"
+        )
+    return value
+
+
+def _compute_times(record: ConfigRecord, num_files: int) -> tuple[float, ...]:
+    """Parse a reply's claimed compute seconds: none, or one per file, each finite and bounded.
+
+    A claim all the same: the coordinator bounds it by the reply's real response time.
+    """
+    if record.get("compute_s") is None:
+        return ()
+    times = _list(record, "compute_s", float)
+    if len(times) != num_files:
+        raise MalformedRecordError(
+            f"field 'compute_s' holds {len(times)} times for {num_files} files"
+        )
+    if any(not (math.isfinite(t) and 0 <= t <= MAX_COMPUTE_S) for t in times):
+        raise MalformedRecordError(
+            f"field 'compute_s' holds a time that is not in [0, {MAX_COMPUTE_S:g}] s"
+        )
+    return tuple(times)
 
 
 def _count(value: object) -> int | None:

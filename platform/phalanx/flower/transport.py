@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -41,6 +42,10 @@ LATE_WINDOW = 8
 
 class GridTransport:
     """Pushes one message per task and pulls replies until all arrived or time runs out.
+
+    A task may be a worker's whole task or a part of it (one message per file,
+    ``collect.messages = "per_file"``): each reply is marked with the files its
+    message asked (``Reply.asked``), from this transport's own record of the message.
 
     Two costs of Flower's ``InMemoryLinkState`` (the simulation engine's, and a
     SuperLink's by default) shape how it uses the Grid:
@@ -162,16 +167,18 @@ class GridTransport:
                     continue
                 arrived = True
                 pending.discard(mid)
-                worker = task_of_message[mid].worker
-                outcome = _outcome(message, worker)
+                task = task_of_message[mid]
+                outcome = _outcome(message, task.worker)
                 if isinstance(outcome, Reply):
+                    # What the message asked, by the transport's own record of it.
+                    outcome = dataclasses.replace(outcome, asked=task.files)
                     replies.append(outcome)
                     if listener is not None:
                         listener.arrived(outcome, time.monotonic() - started)
                 else:
                     malformed.append(outcome)
                     if listener is not None:
-                        listener.failed(worker, time.monotonic() - started)
+                        listener.failed(task.worker, time.monotonic() - started, task.files)
             if listener is not None and listener.closed(time.monotonic() - started):
                 break
             if self.window is not None:

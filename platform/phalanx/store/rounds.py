@@ -313,7 +313,8 @@ def _mark_seen(session: Session, client_ids: Sequence[str], at: datetime) -> Non
 
 
 _RESPONSES = cast(Table, WorkerResponseRow.__table__)
-#: A missing response of an earlier round turned late, for one executemany.
+#: A missing (or earlier-timed) response of an earlier round turned late, for one
+#: executemany.
 _LATE_UPDATE = (
     update(_RESPONSES)
     .where(
@@ -321,7 +322,12 @@ _LATE_UPDATE = (
             _RESPONSES.c.run_id == bindparam("r_run"),
             _RESPONSES.c.round == bindparam("r_round"),
             _RESPONSES.c.worker == bindparam("r_worker"),
-            _RESPONSES.c.status == "missing",
+            # Missing, or timed earlier (one message per file: its first files came by
+            # the close, this one after it): the latest of a worker's replies counts.
+            or_(
+                _RESPONSES.c.status == "missing",
+                _RESPONSES.c.seconds < bindparam("r_seconds"),
+            ),
         )
     )
     .values(status="late", seconds=bindparam("r_seconds"))

@@ -40,6 +40,7 @@ REPLY_FIELDS = (
     "node_id",
     "num_samples",
     "samples",
+    "compute_s",
 )
 
 # Every value a Flower ConfigRecord can carry: scalars and homogeneous lists of them.

@@ -14,11 +14,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from phalanx.flower.deployment.node_config import NodeIdentity
-from phalanx.identity import save_private_key
 from phalanx.store import EventFilter, RunStatus, events, runs
 from phalanx_clients.app import EnrolledWorker, build_client_app
-from tests.support.deployment import add_client, deployment_config, execute_on_grid
+from tests.support.deployment import deployment_config, enrolled_node_configs, execute_on_grid
 from tests.support.fake_grid import FakeGrid, server_task_identity
 
 NODES = (2**64 - 3, 17, 2**63 + 5)  # Flower node ids are unsigned 64-bit
@@ -34,19 +32,8 @@ def _enrolled_nodes(
     sessions: sessionmaker[Session], tmp_path: Path, *, liar: int | None = None
 ) -> dict[int, dict[str, str]]:
     """Approve one client per node; return each node's node config (key file, client id)."""
-    configs = {}
-    for node in NODES:
-        client_id, key = add_client(sessions, f"client-{node}", node_id=node)
-        key_path = tmp_path / f"{node}.key"
-        save_private_key(key_path, key)
-        byzantine = "reversed_gradient" if node == liar else None
-        identity = NodeIdentity(client_id, key_path, byzantine)
-        configs[node] = {
-            "phalanx-client-id": identity.client_id,
-            "phalanx-key": str(identity.key_path),
-            **({"phalanx-byzantine": byzantine} if byzantine else {}),
-        }
-    return configs
+    byzantine = {} if liar is None else {liar: "reversed_gradient"}
+    return enrolled_node_configs(sessions, tmp_path, NODES, byzantine=byzantine)
 
 
 def _deploy(

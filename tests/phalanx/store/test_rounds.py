@@ -140,7 +140,7 @@ def test_event_data_refuses_a_kind_longer_than_the_column() -> None:
         EventData(kind="k" * 65, severity=Severity.LOW)
 
 
-def test_a_late_reply_turns_its_rounds_missing_response_late_and_nothing_else(
+def test_a_late_reply_turns_its_rounds_response_late_with_the_latest_time_and_nothing_else(
     db_session: Session,
 ) -> None:
     other = new_run(db_session)
@@ -161,8 +161,10 @@ def test_a_late_reply_turns_its_rounds_missing_response_late_and_nothing_else(
         responses=[WorkerResponse(w, None, "missing") for w in range(3)],
         late_responses=[
             LateResponse(1, 1, 41.5),
-            LateResponse(1, 1, 99.0),  # a second for the same response: the first counts
-            LateResponse(1, 0, 7.0),  # its response was kept: nothing to change
+            LateResponse(1, 1, 9.0),  # an earlier one for the same response: the latest counts
+            # Its first file came by the close, this one (one message per file) after it.
+            LateResponse(1, 0, 7.0),
+            LateResponse(1, 0, 0.5),  # earlier than its kept time: nothing to change
             # This round's own, heard while it sent the model again after its close.
             LateResponse(2, 2, 3.0),
             LateResponse(1, 9, 5.0),  # a worker the round did not time
@@ -182,7 +184,7 @@ def test_a_late_reply_turns_its_rounds_missing_response_late_and_nothing_else(
         ).order_by(WorkerResponseRow.round, WorkerResponseRow.worker)
     ).all()
     assert [tuple(row[1:]) for row in stored if row[0] == run.id] == [
-        (1, 0, 1.0, "kept"),
+        (1, 0, 7.0, "late"),
         (1, 1, 41.5, "late"),
         (1, 2, None, "missing"),
         (2, 0, None, "missing"),

@@ -155,10 +155,10 @@ class _BoundOnly:
         if self.problem(reply) is None:
             self.listener.arrived(reply, seconds)
         else:
-            self.listener.failed(reply.worker, seconds)
+            self.listener.failed(reply.worker, seconds, reply.asked)
 
-    def failed(self, worker: int, seconds: float) -> None:
-        self.listener.failed(worker, seconds)
+    def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
+        self.listener.failed(worker, seconds, files)
 
     def closed(self, seconds: float) -> bool:
         return self.listener.closed(seconds)

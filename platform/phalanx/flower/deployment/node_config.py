@@ -16,7 +16,11 @@ back to the environment (``PHALANX_CLIENT_ID``, ``PHALANX_CLIENT_KEY``,
 then lies on every file it is given. It exists for red-team demonstrations.
 ``phalanx-delay-s`` (``PHALANX_DELAY_S``) makes the client answer every task that
 many seconds late (0 to 3600), to watch the collection policies close rounds
-without it: a straggler on purpose.
+without it: a straggler on purpose. ``phalanx-slow-compute-s``
+(``PHALANX_SLOW_COMPUTE_S``) makes it a slow device instead: each file takes that
+many seconds longer to compute, counted as compute, so a compute budget
+(``collect.drop_compute``) cuts its files and one message per file
+(``collect.messages = "per_file"``) delivers those it finished.
 
 ``data-path`` (``PHALANX_DATA_PATH``) names the client's own data, for runs with
 ``data.mode = "local"``: ``npz:PATH``, ``idx:DIR``, a bare ``.npz`` file or IDX
@@ -42,6 +46,8 @@ __all__ = [
     "DELAY_KEY",
     "KEY_ENV",
     "KEY_PATH_KEY",
+    "SLOW_COMPUTE_ENV",
+    "SLOW_COMPUTE_KEY",
     "NodeConfigError",
     "NodeIdentity",
 ]
@@ -50,12 +56,14 @@ CLIENT_ID_KEY = "phalanx-client-id"
 KEY_PATH_KEY = "phalanx-key"
 BYZANTINE_KEY = "phalanx-byzantine"
 DELAY_KEY = "phalanx-delay-s"
+SLOW_COMPUTE_KEY = "phalanx-slow-compute-s"
 DATA_PATH_KEY = "data-path"
 
 CLIENT_ID_ENV = "PHALANX_CLIENT_ID"
 KEY_ENV = "PHALANX_CLIENT_KEY"
 BYZANTINE_ENV = "PHALANX_BYZANTINE"
 DELAY_ENV = "PHALANX_DELAY_S"
+SLOW_COMPUTE_ENV = "PHALANX_SLOW_COMPUTE_S"
 DATA_PATH_ENV = "PHALANX_DATA_PATH"
 MAX_DELAY_S = 3600.0
 
@@ -78,6 +86,8 @@ class NodeIdentity:
         An attack name to play a Byzantine client, ``None`` to be honest.
     delay_s : float
         Seconds to wait before answering each task (a straggler on purpose).
+    slow_compute_s : float
+        Seconds longer each file takes to compute (a slow device on purpose).
     data_path : str or None
         The client's own data (``data-path``), which it trains on in a local-data
         run; ``None`` when the node names none.
@@ -88,6 +98,7 @@ class NodeIdentity:
     byzantine: str | None = None
     delay_s: float = 0.0
     data_path: str | None = None
+    slow_compute_s: float = 0.0
 
     def to_node_config(self) -> str:
         """Render the ``--node-config`` value of ``flower-supernode``.
@@ -103,6 +114,8 @@ class NodeIdentity:
             pairs[BYZANTINE_KEY] = self.byzantine
         if self.delay_s:
             pairs[DELAY_KEY] = repr(float(self.delay_s))
+        if self.slow_compute_s:
+            pairs[SLOW_COMPUTE_KEY] = repr(float(self.slow_compute_s))
         if self.data_path:
             pairs[DATA_PATH_KEY] = self.data_path
         return " ".join(f"{key}={_literal(key, value)}" for key, value in pairs.items())
@@ -133,7 +146,12 @@ class NodeIdentity:
                 "in flower-supernode --node-config"
             )
         byzantine = _setting(node_config, environ, BYZANTINE_KEY, BYZANTINE_ENV)
-        delay = _delay(_setting(node_config, environ, DELAY_KEY, DELAY_ENV))
+        delay = _delay(_setting(node_config, environ, DELAY_KEY, DELAY_ENV), DELAY_KEY, DELAY_ENV)
+        slow = _delay(
+            _setting(node_config, environ, SLOW_COMPUTE_KEY, SLOW_COMPUTE_ENV),
+            SLOW_COMPUTE_KEY,
+            SLOW_COMPUTE_ENV,
+        )
         data_path = _setting(node_config, environ, DATA_PATH_KEY, DATA_PATH_ENV)
         return cls(
             client_id=client_id,
@@ -141,11 +159,15 @@ class NodeIdentity:
             byzantine=byzantine or None,
             delay_s=delay,
             data_path=data_path or None,
+            slow_compute_s=slow,
         )
 
 
-def _delay(text: str) -> float:
-    """Read ``phalanx-delay-s``: seconds from 0 to :data:`MAX_DELAY_S`, 0 when unset."""
+def _delay(text: str, key: str, env: str) -> float:
+    """Read ``key`` (``phalanx-delay-s`` and the like): seconds from 0 to :data:`MAX_DELAY_S`.
+
+    0 when unset.
+    """
     if not text:
         return 0.0
     try:
@@ -154,8 +176,7 @@ def _delay(text: str) -> float:
         seconds = math.nan
     if not 0.0 <= seconds <= MAX_DELAY_S:  # NaN fails both comparisons
         raise NodeConfigError(
-            f"{DELAY_KEY} (or ${DELAY_ENV}) must be a number of seconds from 0 to "
-            f"{MAX_DELAY_S:g}, got {text!r}"
+            f"{key} (or ${env}) must be a number of seconds from 0 to {MAX_DELAY_S:g}, got {text!r}"
         )
     return seconds
 

@@ -98,7 +98,7 @@ class HeardReplies:
     def arrived(self, reply: Reply, seconds: float) -> None:
         self.heard.append(reply.worker)
 
-    def failed(self, worker: int, seconds: float) -> None:
+    def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
         self.failures.append(worker)
 
     def closed(self, seconds: float) -> bool:

@@ -82,6 +82,23 @@ def test_a_delay_that_is_not_a_sane_number_of_seconds_is_refused(text: str) -> N
         )
 
 
+def test_a_slow_device_on_purpose_round_trips_and_is_read_from_either_place() -> None:
+    slow = NodeIdentity("c-1", Path("/keys/c.key"), slow_compute_s=1.5)
+    assert NodeIdentity.resolve(parse_config_args([slow.to_node_config()]), {}) == slow
+    from_env = NodeIdentity.resolve(
+        {"phalanx-client-id": "c-1", "phalanx-key": "/k"}, {"PHALANX_SLOW_COMPUTE_S": "4"}
+    )
+    assert (from_env.slow_compute_s, from_env.delay_s) == (4.0, 0.0)
+
+
+@pytest.mark.parametrize("text", ["-1", "nan", "inf", "3601", "soon"])
+def test_a_slow_compute_that_is_not_a_sane_number_of_seconds_is_refused(text: str) -> None:
+    with pytest.raises(NodeConfigError, match=r"phalanx-slow-compute-s .* from 0 to 3600"):
+        NodeIdentity.resolve(
+            {"phalanx-client-id": "c-1", "phalanx-key": "/k", "phalanx-slow-compute-s": text}, {}
+        )
+
+
 def test_the_data_path_is_read_from_the_node_config_or_the_environment() -> None:
     parsed = _as_flower_reads_it(NodeIdentity("c-1", Path("/k"), data_path="npz:/d/own.npz"))
     env = {"PHALANX_CLIENT_ID": "c-1", "PHALANX_CLIENT_KEY": "/k"}
