@@ -23,7 +23,7 @@ from pydantic import (
     field_validator,
 )
 
-from phalanx.agreement_record import MAX_CLIQUES, MAX_CONFLICTS
+from phalanx.agreement_record import MAX_CLIQUES, MAX_CONFLICTS, MAX_DIGESTS
 from phalanx.config import RunConfig
 from phalanx.response_times import SLOW_RATIO, SLOW_ROUNDS, WINDOW
 from phalanx.store import ClientStatus, ReviewStatus, Role, RunStatus, Severity
@@ -347,8 +347,10 @@ class RoundDetailOut(RoundOut):
             f"conflict, and up to {MAX_CLIQUES} maximum cliques, each as the workers outside "
             "it ('outside_max_cliques', of 'num_max_cliques'), and the round's agreeing group "
             "('agreeing', as [first, last] ranges: the workers each flag's evidence was "
-            "measured against; an event holds only its count and digest). Null for rounds "
-            "recorded before rounds kept it."
+            "measured against; an event holds only its count and digest), and the full "
+            f"payload 'digests' of the replicas the round's flags name (sorted; at most "
+            f"{MAX_DIGESTS:,}, of 'num_digests'; an event names each by its first 32 hex "
+            "digits). Null for rounds recorded before rounds kept it."
         )
     )
 
@@ -434,7 +436,12 @@ class EventOut(_EventFields):
         description="Everything detection recorded; its 'summary' explains it in words. A "
         "flag's 'agreeing' is the group it was measured against, as a 'count' and the "
         "SHA-256 'digest' of its members (written '0,1,2,5'); the members are in the "
-        "round's agreement ('agreeing'), GET /api/v1/runs/{run_id}/rounds/{number}."
+        "round's agreement ('agreeing'), GET /api/v1/runs/{run_id}/rounds/{number}. Each "
+        "disputed file's 'replicas' hold their worker, the first 32 hex digits of their "
+        "payload digest (the full digests are in that agreement's 'digests') and, but the "
+        "flagged worker's, their 'distance' to its replica and whether they 'agree'; "
+        "events recorded before list full digests and every pair under 'distances'. "
+        "Fields that do not apply to the event's kind are left out."
     )
 
 

@@ -23,11 +23,17 @@ workers:
 - the round's *agreeing group* (the workers flags are measured against, the union
   of the maximum cliques among workers not proven liars) is stored as ranges too,
   once per round: each flag's evidence holds only its count and digest
-  (:mod:`phalanx.agreeing_group`), and a reader finds the members here.
+  (:mod:`phalanx.agreeing_group`), and a reader finds the members here;
+- the full payload digest of every replica the round's flags name is kept once
+  here (at most :data:`MAX_DIGESTS`, distinct, sorted): each flag's evidence
+  names a replica by a 32-hex-digit prefix of its digest
+  (:data:`phalanx.detection.evidence.DIGEST_PREFIX_LENGTH`), and a reader finds
+  the full digest here (:meth:`AgreementRecord.full_digest`).
 
 At K = 1,000 with 100 colluding workers (r = 3, three files each) the record
-takes about 36 KB of JSON; however the conflicts fall, a record of 1,000 workers
-stays under about 125 KB (``tests/phalanx/test_agreement_record.py`` measures both).
+takes about 76 KB of JSON (36 KB of conflicts and degrees, 40 KB of the 600 distinct
+digests their flags name); however the conflicts fall, a record of 1,000 workers
+stays under about 200 KB (``tests/phalanx/test_agreement_record.py`` measures both).
 
 The stored form (:meth:`AgreementRecord.to_dict`) is plain JSON with a
 ``version``; :meth:`AgreementRecord.from_dict` reads it back and refuses anything
@@ -38,6 +44,8 @@ This module imports no torch: the dashboard reads records without it.
 from __future__ import annotations
 
 import bisect
+import itertools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,9 +56,9 @@ if TYPE_CHECKING:
     from phalanx.detection import Verdict
 
 #: Version of the stored form written by :meth:`AgreementRecord.to_dict`; versions 1
-#: (before suspects and dropped files were kept) and 2 (before the agreeing group was
-#: kept) are still read.
-VERSION = 3
+#: (before suspects and dropped files were kept), 2 (before the agreeing group was
+#: kept) and 3 (before the flags' digests were kept) are still read.
+VERSION = 4
 #: Most conflict edges a record lists (more than the 780 pairs of 40 workers, the
 #: most the dashboard draws in full, so its full drawings are never cut short).
 MAX_CONFLICTS = 1_000
@@ -60,6 +68,9 @@ MAX_FILES_PER_CONFLICT = 8
 MAX_CLIQUES = 8
 #: Most dropped files a record lists (the true count beside them).
 MAX_DROPPED = 256
+#: Most distinct digests of flagged replicas a record lists (the true count beside
+#: them): 100 of 1,000 workers flagged at r = 3 name about 600.
+MAX_DIGESTS = 1_024
 #: Why a file can be dropped (phalanx.detection.DropReason, and a value left out
 #: because the aggregate overflowed).
 DROP_REASONS = frozenset({"no_replica", "untrusted", "disputed", "suspects_only", "overflow"})
@@ -67,6 +78,8 @@ DROP_REASONS = frozenset({"no_replica", "untrusted", "disputed", "suspects_only"
 _MAX_RULE_LENGTH = 32
 #: Longest payload digest read back (SHA-256 in hex is 64).
 _MAX_DIGEST_LENGTH = 128
+#: A digest as a record lists it: lowercase hex.
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 class AgreementRecordError(ValueError):
@@ -152,6 +165,13 @@ class AgreementRecord:
         The round's agreeing group (:attr:`phalanx.detection.Verdict.agreeing`), in
         increasing order; empty when nothing was compared, ``None`` in records written
         before it was kept (their events list the group themselves).
+    digests : tuple of str
+        The full payload digests of the replicas the round's flags name, distinct and
+        sorted; at most :data:`MAX_DIGESTS` (those of the lowest-numbered flagged
+        workers first). Empty in records written before they were kept (their events
+        hold full digests).
+    num_digests : int
+        How many distinct digests the round's flags named.
     """
 
     rule: str
@@ -166,6 +186,12 @@ class AgreementRecord:
     dropped: tuple[DroppedEntry, ...] = ()
     num_dropped: int = 0
     agreeing: tuple[int, ...] | None = None
+    digests: tuple[str, ...] = ()
+    num_digests: int = 0
+
+    def full_digest(self, prefix: str) -> str | None:
+        """Return the listed digest that starts with ``prefix`` (see :func:`full_digest`)."""
+        return full_digest(prefix, self.digests)
 
     @property
     def compared(self) -> bool:
@@ -213,6 +239,7 @@ class AgreementRecord:
         pairs = sorted(verdict.conflicts, key=lambda p: (not (flagged & set(p)), p))
         listed = sorted(pairs[:MAX_CONFLICTS])
         everyone = frozenset(replied)
+        named = _flag_digests(verdict)
         return cls(
             rule=verdict.rule,
             replied=replied,
@@ -236,6 +263,8 @@ class AgreementRecord:
             dropped=tuple(dropped[:MAX_DROPPED]),
             num_dropped=len(dropped),
             agreeing=tuple(sorted(verdict.agreeing)),
+            digests=tuple(sorted(named[:MAX_DIGESTS])),
+            num_digests=len(named),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -265,6 +294,8 @@ class AgreementRecord:
             ],
             "num_dropped": self.num_dropped,
             "agreeing": [list(span) for span in _ranges(self.agreeing or ())],
+            "digests": list(self.digests),
+            "num_digests": self.num_digests,
         }
 
     @classmethod
@@ -278,7 +309,7 @@ class AgreementRecord:
         """
         fields = _mapping(data, "the record")
         version = fields.get("version")
-        if isinstance(version, bool) or version not in (1, 2, VERSION):
+        if isinstance(version, bool) or version not in (1, 2, 3, VERSION):
             numbered = isinstance(version, int) and not isinstance(version, bool)
             raise AgreementRecordError(
                 f"record version {version} is not {VERSION}"
@@ -322,12 +353,18 @@ class AgreementRecord:
             suspects=_workers(fields.get("suspects"), "suspects", known) if later else (),
             dropped=dropped,
             num_dropped=_count(fields.get("num_dropped"), "num_dropped") if later else 0,
-            agreeing=_members(fields.get("agreeing"), known) if version == VERSION else None,
+            agreeing=_members(fields.get("agreeing"), known) if version in (3, VERSION) else None,
+            digests=_digests(fields.get("digests")) if version == VERSION else (),
+            num_digests=_count(fields.get("num_digests"), "num_digests")
+            if version == VERSION
+            else 0,
         )
         if record.num_conflicts < len(record.conflicts):
             raise AgreementRecordError("num_conflicts is below the conflicts listed")
         if record.num_dropped < len(record.dropped):
             raise AgreementRecordError("num_dropped is below the dropped files listed")
+        if record.num_digests < len(record.digests):
+            raise AgreementRecordError("num_digests is below the digests listed")
         return record
 
 
@@ -338,12 +375,62 @@ def stored_agreeing(version: object, agreeing: object) -> tuple[int, ...] | None
     reading the whole record back. Returns ``None`` for a record written before the
     group was kept, or whose group is malformed.
     """
-    if isinstance(version, bool) or version != VERSION:
+    if isinstance(version, bool) or version not in (3, VERSION):
         return None
     try:
         return _expand(_list(agreeing, "agreeing", MAX_WORKERS))
     except AgreementRecordError:
         return None
+
+
+def stored_digests(version: object, digests: object) -> tuple[str, ...]:
+    """Read the flags' full digests from a stored record's ``version`` and ``digests`` fields.
+
+    For readers that need only them (the dashboard showing an event's replicas). Empty
+    for a record written before they were kept, or whose list is malformed.
+    """
+    if isinstance(version, bool) or version != VERSION:
+        return ()
+    try:
+        return _digests(digests)
+    except AgreementRecordError:
+        return ()
+
+
+def full_digest(prefix: str, digests: Sequence[str]) -> str | None:
+    """Return the one digest of ``digests`` (sorted) that starts with ``prefix``.
+
+    An event names each replica by a prefix of its digest
+    (:data:`phalanx.detection.evidence.DIGEST_PREFIX_LENGTH` hex digits); the round's
+    record lists the full ones. ``None`` when no listed digest starts with it, when
+    two do (a prefix too short to name one), or when ``prefix`` is empty.
+    """
+    if not prefix:
+        return None
+    at = bisect.bisect_left(digests, prefix)
+    found = [d for d in digests[at : at + 2] if d.startswith(prefix)]
+    return found[0] if len(found) == 1 else None
+
+
+def _flag_digests(verdict: Verdict) -> list[str]:
+    """Return the distinct full digests the flags name, lowest-numbered worker first."""
+    seen: dict[str, None] = {}
+    for worker in sorted(verdict.evidence):
+        for digest in sorted(verdict.evidence[worker].digests()):
+            seen.setdefault(digest, None)
+    return list(seen)
+
+
+def _digests(value: object) -> tuple[str, ...]:
+    listed = _list(value, "digests", MAX_DIGESTS)
+    for digest in listed:
+        if not isinstance(digest, str) or not 0 < len(digest) <= _MAX_DIGEST_LENGTH:
+            raise AgreementRecordError("a digest is not a short string")
+        if not _HEX.fullmatch(digest):
+            raise AgreementRecordError("a digest is not lowercase hex")
+    if any(a >= b for a, b in itertools.pairwise(listed)):
+        raise AgreementRecordError("digests are not distinct and sorted")
+    return tuple(listed)
 
 
 def _ranges(workers: Sequence[int]) -> list[tuple[int, int]]:

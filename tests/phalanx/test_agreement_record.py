@@ -15,14 +15,18 @@ from torch import Tensor
 from phalanx.agreement_record import (
     MAX_CLIQUES,
     MAX_CONFLICTS,
+    MAX_DIGESTS,
     MAX_FILES_PER_CONFLICT,
     AgreementRecord,
     AgreementRecordError,
     ConflictEdge,
+    full_digest,
     stored_agreeing,
+    stored_digests,
 )
 from phalanx.assignment import Assignment, bibd_assignment
 from phalanx.detection import Replica, Verdict, detect, payload_digest
+from phalanx.detection.evidence import DIGEST_PREFIX_LENGTH, Evidence, FileDispute
 
 DIM = 8
 
@@ -160,9 +164,14 @@ def test_a_thousand_workers_with_a_hundred_liars_make_a_small_record() -> None:
     size = len(json.dumps(record.to_dict()))
 
     assert record.complete and record.num_conflicts == len(verdict.conflicts) > 300
+    # The liars' files hold two values each, theirs and the honest one.
+    assert record.num_digests == len(record.digests) <= 2 * per_worker * len(liars)
+    without_digests = len(json.dumps(dataclasses.replace(record, digests=()).to_dict()))
     # About 36 KB: ~600 conflicts and the degrees of the ~700 workers in them, never the
-    # ~500,000 pairs that agreed.
-    assert size < 40_000, size
+    # ~500,000 pairs that agreed; then the ~600 digests the flags name, 68 bytes each.
+    assert without_digests < 40_000, without_digests
+    assert size - without_digests <= 68 * record.num_digests
+    assert size < 80_000, size
 
 
 def test_the_listed_parts_stay_bounded_however_many_conflicts_there_are() -> None:
@@ -205,7 +214,14 @@ def _valid() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=4), "version 4 is not 3"),
+        (lambda d: d.update(version=5), "version 5 is not 4"),
+        (lambda d: d.update(digests="ab"), "digests is not a list"),
+        (lambda d: d.update(digests=[7]), "not a short string"),
+        (lambda d: d.update(digests=["AB"]), "lowercase hex"),
+        (lambda d: d.update(digests=["ab", "ab"]), "distinct and sorted"),
+        (lambda d: d.update(digests=["cd", "ab"]), "distinct and sorted"),
+        (lambda d: d.update(digests=["ab"] * 1025), "more than 1024"),
+        (lambda d: d.update(num_digests=0), "below the digests"),
         (lambda d: d.update(version=True), "has no version"),
         (lambda d: d.update(agreeing=[[0, 99]]), "did not reply"),
         (lambda d: d.update(agreeing=[[3, 1]]), "not increasing"),
@@ -300,3 +316,51 @@ def test_the_record_keeps_the_agreeing_group_once_and_older_records_have_none() 
     assert stored_agreeing(True, data["agreeing"]) is None
     assert stored_agreeing(data["version"], [[4, 2]]) is None
     assert stored_agreeing(data["version"], "0-6") is None
+
+
+def test_the_record_keeps_each_flag_s_full_digests_and_an_event_s_prefix_finds_them() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, frozenset({2, 5})))
+    record = AgreementRecord.from_dict(stored(AgreementRecord.from_verdict(verdict)))
+    named = {d for e in verdict.evidence.values() for f in e.files for d in f.digests.values()}
+    assert set(record.digests) == named and record.num_digests == len(named)
+    assert list(record.digests) == sorted(named)
+    for evidence in verdict.evidence.values():
+        for file in evidence.to_dict()["files"]:
+            for shown in file["replicas"]:
+                assert len(shown["digest"]) == DIGEST_PREFIX_LENGTH
+                assert record.full_digest(shown["digest"]) in named
+                assert record.full_digest(shown["digest"]).startswith(shown["digest"])
+
+
+def test_a_prefix_names_a_digest_only_when_exactly_one_listed_digest_has_it() -> None:
+    digests = ("aa01", "aa02", "ab00")
+    assert full_digest("ab", digests) == "ab00"
+    assert full_digest("aa02", digests) == "aa02"
+    assert full_digest("aa", digests) is None  # two start with it
+    assert full_digest("ff", digests) is None and full_digest("", digests) is None
+
+
+def test_older_records_have_no_digests_and_the_cap_keeps_the_true_count() -> None:
+    data = _valid()
+    assert stored_digests(data["version"], data["digests"]) == tuple(data["digests"])
+    older = {k: v for k, v in data.items() if k not in ("digests", "num_digests")}
+    assert AgreementRecord.from_dict({**older, "version": 3}).digests == ()
+    assert stored_digests(3, data["digests"]) == ()
+    assert stored_digests(data["version"], ["AB"]) == ()
+    flagged = frozenset(range(600))
+    evidence = {
+        w: Evidence(
+            worker=w,
+            kind="outside_max_clique",
+            severity="high",
+            files=(FileDispute(w, {w: f"{2 * w:064x}", 600: f"{2 * w + 1:064x}"}, (), 600),),
+        )
+        for w in flagged
+    }
+    verdict = dataclasses.replace(synthetic_verdict(601, {}, flagged), evidence=evidence)
+    record = AgreementRecord.from_verdict(verdict)
+    assert len(record.digests) == MAX_DIGESTS < record.num_digests == 1_200
+    # The lowest-numbered flagged workers' digests are those kept.
+    assert record.digests == tuple(f"{i:064x}" for i in range(MAX_DIGESTS))
+    assert AgreementRecord.from_dict(stored(record)) == record

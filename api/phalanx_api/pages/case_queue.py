@@ -147,10 +147,24 @@ def case_cards(session: Session, rows: Sequence[DetectionCase]) -> tuple[CaseCar
         },
     )
 
+    digests = rounds.flag_digests(
+        session,
+        {
+            (e.run_id, e.round)
+            for e in shown.values()
+            if isinstance(e.evidence, dict) and "files" in e.evidence
+        },
+    )
+
     def show(event_id: int) -> ShownEvent:
         event = shown[event_id]
-        members = groups.get((event.run_id, event.round))
-        return ShownEvent(event, explain(event.kind, event.worker, event.evidence, members))
+        key = (event.run_id, event.round)
+        return ShownEvent(
+            event,
+            explain(
+                event.kind, event.worker, event.evidence, groups.get(key), digests.get(key, ())
+            ),
+        )
 
     return tuple(
         CaseCard(

@@ -5,8 +5,10 @@ The coordinator stores, with each flag, the evidence behind it
 group of agreeing workers it was measured against (``agreeing``: a count and a
 digest; the members are stored once with the round, and the caller passes them
 in; events recorded before that list them in ``clique``), those it disagreed
-with, and per disputed file every replica's digest and the relative distances
-between them.
+with, and per disputed file every replica's digest (since the round's record keeps
+the full digests, a 32-hex-digit prefix, which the caller's list of the round's
+digests resolves) and each replica's relative distance to the flagged worker's
+(events recorded before list every pair under ``distances``).
 A refused reply stores the ``reason`` instead. This module turns both into a
 headline, the summary, and one sentence and one table per file: which workers
 sent what, whose digests differed, and how far apart the updates were.
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from phalanx.agreeing_group import AgreeingGroup
+from phalanx.agreement_record import full_digest
 from phalanx.english_list import name_numbers
 from phalanx.event_kinds import FAULT_KINDS, FLAG_KINDS, ROUND_KINDS, EventKind
 
@@ -143,7 +146,8 @@ class ReplicaRow:
     worker : int
         The worker that sent it.
     digest : str
-        SHA-256 of its payload (empty if not recorded).
+        SHA-256 of its payload as the event stores it: a prefix, or the whole digest
+        in events recorded before the round kept them (empty if not recorded).
     group : int
         Replicas with the same digest share a group: 1 for the value the model used,
         2 for the flagged worker's, 3 and up for any other.
@@ -155,6 +159,8 @@ class ReplicaRow:
         Whether it agreed with the flagged worker's replica within the tolerance.
     accepted : bool
         Whether this replica became the file's value.
+    full_digest : str
+        The whole digest: found in the round's record by ``digest``, else ``digest``.
     """
 
     worker: int
@@ -164,6 +170,7 @@ class ReplicaRow:
     distance: float | None
     agrees_with_subject: bool | None
     accepted: bool
+    full_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,7 @@ def explain(
     worker: int | None,
     evidence: Mapping[str, Any],
     agreeing: Sequence[int] | None = None,
+    digests: Sequence[str] = (),
 ) -> Explanation:
     """Explain one detection event.
 
@@ -234,6 +242,10 @@ def explain(
         The agreeing group stored with the event's round
         (:func:`phalanx.store.rounds.agreeing_groups`); shown when it matches the
         evidence's digest.
+    digests : sequence of str, optional
+        The full digests stored with the event's round, sorted
+        (:func:`phalanx.store.rounds.flag_digests`): each replica's stored prefix is
+        shown with the full digest it names.
 
     Returns
     -------
@@ -259,7 +271,7 @@ def explain(
         )
     tolerance = _number(evidence.get("tolerance"))
     files = tuple(
-        _file_record(item, worker, tolerance)
+        _file_record(item, worker, tolerance, digests)
         for item in _dicts(evidence.get("files"))
         if _integer(item.get("file")) is not None
     )
@@ -342,14 +354,25 @@ def _agreeing_group(
     return name_numbers("worker", "workers", sorted(members)), sorted(members)
 
 
-def _file_record(item: Mapping[str, Any], subject: int | None, tol: float | None) -> FileRecord:
+def _file_record(
+    item: Mapping[str, Any], subject: int | None, tol: float | None, known: Sequence[str]
+) -> FileRecord:
     file = _integer(item.get("file")) or 0
     digests: dict[int, str] = {}
+    pairs: dict[frozenset[int], tuple[float | None, bool | None]] = {}
     for replica in _dicts(item.get("replicas")):
         worker = _integer(replica.get("worker"))
-        if worker is not None:
-            digests[worker] = _text(replica.get("digest"))
-    pairs: dict[frozenset[int], tuple[float | None, bool | None]] = {}
+        if worker is None:
+            continue
+        digests[worker] = _text(replica.get("digest"))
+        agree = replica.get("agree")
+        if subject is not None and worker != subject and "distance" in replica:
+            # The stored form since the round keeps full digests: each replica carries
+            # its distance to the flagged worker's.
+            pairs[frozenset((worker, subject))] = (
+                _number(replica.get("distance")),
+                agree if isinstance(agree, bool) else None,
+            )
     for pair in _dicts(item.get("distances")):
         a, b = _integer(pair.get("a")), _integer(pair.get("b"))
         if a is None or b is None:
@@ -383,6 +406,7 @@ def _file_record(item: Mapping[str, Any], subject: int | None, tol: float | None
                 distance=distance,
                 agrees_with_subject=agrees,
                 accepted=worker == accepted_from,
+                full_digest=(full_digest(digest, known) or digest) if digest else "",
             )
         )
     return FileRecord(

@@ -104,12 +104,23 @@ def review_queue(
         },
     )
 
+    digests = round_records.flag_digests(
+        session,
+        {
+            (e.run_id, e.round)
+            for e in everything
+            if isinstance(e.evidence, dict) and "files" in e.evidence
+        },
+    )
+
     def card(event: DetectionEvent) -> EventCard:
         counted = counts.get(event.client_id) if event.client_id else None
-        members = groups.get((event.run_id, event.round))
+        key = (event.run_id, event.round)
         return EventCard(
             event=event,
-            explanation=explain(event.kind, event.worker, event.evidence, members),
+            explanation=explain(
+                event.kind, event.worker, event.evidence, groups.get(key), digests.get(key, ())
+            ),
             client=owners.get(event.client_id) if event.client_id else None,
             run_name=names.get(event.run_id, event.run_id),
             client_open=counted.open if counted else 0,

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from phalanx.agreement_record import stored_agreeing
+from phalanx.agreement_record import stored_agreeing, stored_digests
 from phalanx.event_kinds import FLAG_KINDS
 from phalanx.store import (
     Client,
@@ -208,10 +208,15 @@ def run_page(session: Session, run_id: str) -> RunPage:
             if isinstance(stored, dict)
             else None
         )
+        digests = (
+            stored_digests(stored.get("version"), stored.get("digests"))
+            if isinstance(stored, dict)
+            else ()
+        )
         latest = tuple(
             FlaggedInRound(
                 event=e,
-                explanation=explain(e.kind, e.worker, e.evidence, members),
+                explanation=explain(e.kind, e.worker, e.evidence, members, digests),
                 client=owners.get(e.client_id) if e.client_id else None,
             )
             for e in in_round

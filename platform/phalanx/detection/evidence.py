@@ -16,6 +16,21 @@ from phalanx.english_list import name_numbers as _listing
 Severity = Literal["high", "low"]
 EvidenceKind = Literal["outside_max_clique", "majority_minority", "outlier", "low_degree"]
 
+DIGEST_PREFIX_LENGTH = 32
+"""Hex digits of a replica's payload digest an event stores (the first 128 bits of its SHA-256).
+
+An r = 3 flag names nine replicas; their full digests made up a quarter of its
+evidence. The round's agreement record keeps each full digest once
+(:attr:`phalanx.agreement_record.AgreementRecord.digests`), and a reader finds it
+there by this prefix (:meth:`~phalanx.agreement_record.AgreementRecord.full_digest`);
+128 bits tell a round's few thousand digests apart as surely as 256 bits do.
+"""
+
+
+DISTANCE_DIGITS = 9
+"""Significant digits of a relative distance an event stores: the replicas are float32,
+whose values nine digits already tell apart, and whether a pair agreed is stored beside."""
+
 
 @dataclass(frozen=True)
 class ReplicaDistance:
@@ -53,17 +68,29 @@ class FileDispute:
         values = [d.distance for d in self.distances if worker in (d.a, d.b) and not d.agree]
         return max(values, default=None)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form."""
-        return {
-            "file": self.file,
-            "replicas": [{"worker": w, "digest": d} for w, d in sorted(self.digests.items())],
-            "distances": [
-                {"a": d.a, "b": d.b, "distance": _json_float(d.distance), "agree": d.agree}
-                for d in self.distances
-            ],
-            "accepted_from": self.accepted_from,
+    def to_dict(self, subject: int) -> dict[str, Any]:
+        """JSON-safe form of the file as it concerns ``subject``, the flagged worker.
+
+        Each replica is its worker and the first :data:`DIGEST_PREFIX_LENGTH` hex digits
+        of its digest; every replica but the subject's also carries its ``distance`` to
+        the subject's replica (to :data:`DISTANCE_DIGITS` significant digits) and
+        whether they ``agree``, when that pair was compared. Distances between the other
+        replicas concern other workers (the round's agreement record has their
+        conflicts), so they are left out. Events recorded before this form listed every
+        pair under ``"distances"`` and full digests.
+        """
+        measured = {
+            d.b if d.a == subject else d.a: d for d in self.distances if subject in (d.a, d.b)
         }
+        replicas = []
+        for worker, digest in sorted(self.digests.items()):
+            replica: dict[str, Any] = {"worker": worker, "digest": digest[:DIGEST_PREFIX_LENGTH]}
+            pair = measured.get(worker) if worker != subject else None
+            if pair is not None:
+                replica["distance"] = _json_float(_significant(pair.distance))
+                replica["agree"] = pair.agree
+            replicas.append(replica)
+        return {"file": self.file, "replicas": replicas, "accepted_from": self.accepted_from}
 
 
 @dataclass(frozen=True)
@@ -125,14 +152,20 @@ class Evidence:
     ratio_threshold: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (lists, strings, numbers, ``None``), summary included."""
-        return {
+        """JSON-safe form (lists, strings, numbers), summary included.
+
+        Fields without a value (``None``: those of other kinds, such as an outlier's
+        score on a clique flag) are left out, and each file is written as it concerns
+        this worker (:meth:`FileDispute.to_dict`), so that an r = 3 flag's evidence
+        stays near 1.5 kB whatever the federation's size.
+        """
+        stored = {
             "worker": self.worker,
             "kind": self.kind,
             "severity": self.severity,
             "agreeing": None if self.agreeing is None else self.agreeing.to_dict(),
             "disagreed_with": list(self.disagreed_with),
-            "files": [f.to_dict() for f in self.files],
+            "files": [f.to_dict(self.worker) for f in self.files],
             "mode": self.mode,
             "tolerance": self.tol,
             "num_max_cliques": self.num_max_cliques,
@@ -144,6 +177,11 @@ class Evidence:
             "on_tie": self.on_tie,
             "summary": self.summary(),
         }
+        return {key: value for key, value in stored.items() if value is not None}
+
+    def digests(self) -> frozenset[str]:
+        """Return the full digest of each replica its files name (the round keeps them)."""
+        return frozenset(d for f in self.files for d in f.digests.values())
 
     def summary(self) -> str:
         """One plain-English paragraph explaining the flag."""
@@ -218,6 +256,11 @@ def _ratio_clause(ratio: float | None, floor: float | None) -> str:
         return ""
     over = "" if floor is None else f" (over {_num(floor)})"
     return f", and its distance to the median update is {_num(ratio)} times the typical one{over}"
+
+
+def _significant(x: float) -> float:
+    """``x`` to :data:`DISTANCE_DIGITS` significant digits (``1.0099999999840024`` -> 1.01)."""
+    return float(f"{x:.{DISTANCE_DIGITS}g}") if math.isfinite(x) else x
 
 
 def _num(x: float | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -39,19 +40,37 @@ LOCAL_OUTLIER_RATIO = 5.0
 
 _MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
 
-CHUNK_ELEMENTS = 1 << 22
+CHUNK_ELEMENTS = 1 << 18
 """Most elements of ``values`` read at once: the median goes over blocks of columns and
 the distances over blocks of rows, so the extra memory stays ``O(n + d)`` plus one
-block, never a copy of the whole ``(n, d)`` stack."""
+block, never a copy of the whole ``(n, d)`` stack. A block's float64 copy (2 MB) stays
+in cache: at K = 1,000 and d = 235,146 the distances took half the CPU time they took
+with blocks of ``1 << 22`` elements, and the same values."""
+
+CENTRE_BLOCK_COLUMNS = 256
+"""Columns of ``values`` one step of :func:`robust_centre` selects in: 256 columns of
+1,000 float32 updates are 1 MB, so the block stays in cache while it is partitioned."""
+
+_NUMPY_DTYPES = (torch.float32, torch.float64, torch.float16)
 
 
 def robust_centre(values: Tensor) -> Tensor:
     """Coordinate-wise median of the rows of ``values`` (the lower middle one for even ``n``).
 
+    Exactly ``values.median(dim=0).values`` for finite values (the rows are checked
+    finite before detection), computed faster: each block of
+    :data:`CENTRE_BLOCK_COLUMNS` columns is copied so that a column's ``n`` values are
+    contiguous, and NumPy's introselect partitions them in place around the middle
+    rank. ``torch.median`` along the rows of the ``(n, d)`` stack reads every column
+    strided and sorts more than it needs: at K = 1,000 updates of the Fashion-MNIST
+    MLP (d = 235,146) it took about 4.5 s of CPU, this about 1 s (tests check the equality,
+    never the time). Dtypes NumPy lacks (bfloat16) and tensors off the CPU go through
+    ``torch.median`` as before.
+
     Parameters
     ----------
     values : Tensor
-        Shape ``(n, d)``, ``n >= 1``.
+        Shape ``(n, d)``, ``n >= 1``, finite.
 
     Returns
     -------
@@ -59,9 +78,20 @@ def robust_centre(values: Tensor) -> Tensor:
         Shape ``(d,)``, the dtype of ``values``.
     """
     n, d = values.shape
-    step = max(1, CHUNK_ELEMENTS // max(n, 1))
-    blocks = [values[:, j : j + step].median(dim=0).values for j in range(0, d, step)]
-    return torch.cat(blocks) if blocks else values.new_zeros(0)
+    if values.device.type != "cpu" or values.dtype not in _NUMPY_DTYPES:
+        step = max(1, CHUNK_ELEMENTS // max(n, 1))
+        blocks = [values[:, j : j + step].median(dim=0).values for j in range(0, d, step)]
+        return torch.cat(blocks) if blocks else values.new_zeros(0)
+    stack = values.detach().numpy()
+    middle = (n - 1) // 2
+    centre = np.empty(d, dtype=stack.dtype)
+    for j in range(0, d, CENTRE_BLOCK_COLUMNS):
+        # Always a copy (C order): partitioning reorders it in place, and a block one
+        # column wide would otherwise be a view of the caller's updates.
+        block = stack[:, j : j + CENTRE_BLOCK_COLUMNS].T.copy()
+        block.partition(middle, axis=1)
+        centre[j : j + CENTRE_BLOCK_COLUMNS] = block[:, middle]
+    return torch.from_numpy(centre)
 
 
 def centre_distances(values: Tensor, centre: Tensor) -> Tensor:

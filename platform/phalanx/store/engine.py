@@ -6,6 +6,7 @@ in; nothing here reads the environment.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import stat
@@ -68,6 +69,26 @@ def parse_json(document: str | bytes) -> Any:
     return from_json(document, allow_inf_nan=True, cache_strings="keys")
 
 
+def compact_json(value: Any) -> str:
+    """Write a JSON column's value, as the engine stores it: no spaces after separators.
+
+    :func:`json.dumps`'s default ``", "`` and ``": "`` took one byte in twelve of a
+    detection event's evidence. NaN and Infinity are written as :func:`json.dumps`
+    writes them, and :func:`parse_json` reads them back.
+
+    Parameters
+    ----------
+    value : Any
+        A JSON-safe value.
+
+    Returns
+    -------
+    str
+        Its JSON text.
+    """
+    return json.dumps(value, separators=(",", ":"))
+
+
 def normalize_url(url: str | URL) -> URL:
     """Parse a database URL and pick psycopg 3 for PostgreSQL.
 
@@ -108,13 +129,14 @@ def make_engine(
 ) -> Engine:
     """Create the engine for a SQLite or PostgreSQL URL.
 
-    JSON columns are parsed with :func:`parse_json`. Each transaction says what
-    it is for (:mod:`phalanx.store.transactions`): a write (the default) begins
-    with ``BEGIN IMMEDIATE`` on SQLite, so that it holds the write lock from its
-    first read and never fails with a stale snapshot when it writes; a read
-    begins a deferred, read-only transaction that never waits for the write
-    lock. SQLite connections enforce foreign keys, use write-ahead logging
-    (synced at checkpoints: ``synchronous=NORMAL``) and may be shared across
+    JSON columns are written with :func:`compact_json` and parsed with
+    :func:`parse_json`. Each transaction says what it is for
+    (:mod:`phalanx.store.transactions`): a write (the default) begins with
+    ``BEGIN IMMEDIATE`` on SQLite, so that it holds the write lock from its first
+    read and never fails with a stale snapshot when it writes; a read begins a
+    deferred, read-only transaction that never waits for the write lock. SQLite
+    connections enforce foreign keys, use write-ahead logging (synced at
+    checkpoints: ``synchronous=NORMAL``) and may be shared across
     threads; the database file is created with mode 0600 (with its folder).
     PostgreSQL connections wait at most ``lock_timeout_s`` for a lock. An
     in-memory SQLite database lives in one shared connection.
@@ -147,7 +169,12 @@ def make_engine(
     }
     if parsed.get_backend_name() == "postgresql":
         engine = create_engine(
-            parsed, echo=echo, pool_pre_ping=True, json_deserializer=parse_json, **pooling
+            parsed,
+            echo=echo,
+            pool_pre_ping=True,
+            json_serializer=compact_json,
+            json_deserializer=parse_json,
+            **pooling,
         )
         postgres = PostgresTransactions(lock_timeout_s)
         event.listen(engine, "connect", postgres.connect)
@@ -156,6 +183,7 @@ def make_engine(
 
     kwargs: dict[str, Any] = {
         "connect_args": {"check_same_thread": False},
+        "json_serializer": compact_json,
         "json_deserializer": parse_json,
     }
     if parsed.database in (None, "", ":memory:"):

@@ -22,7 +22,7 @@ from typing import Any, cast
 from sqlalchemy import Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from phalanx.agreement_record import stored_agreeing
+from phalanx.agreement_record import stored_agreeing, stored_digests
 from phalanx.reports import ClientRound
 from phalanx.response_times import LateResponse, WorkerResponse
 from phalanx.store.cases import file_events
@@ -376,21 +376,50 @@ def agreeing_groups(
     record. Rounds without a group (recorded before it was kept, or malformed) are
     left out; their events list the group themselves.
     """
+    groups: dict[tuple[str, int], tuple[int, ...]] = {}
+    for key, version, agreeing in _record_fields(session, keys, "agreeing"):
+        members = stored_agreeing(version, agreeing)
+        if members is not None:
+            groups[key] = members
+    return groups
+
+
+def flag_digests(
+    session: Session, keys: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[str, ...]]:
+    """Return the full digests of the flags' replicas stored with these rounds.
+
+    By ``(run_id, number)``; a round's events name each replica by a prefix of its
+    digest (:func:`phalanx.agreement_record.full_digest` finds it in these). Reads
+    only the two fields of each record it needs. Rounds without them (recorded before
+    they were kept, or malformed) are left out; their events hold full digests.
+    """
+    found: dict[tuple[str, int], tuple[str, ...]] = {}
+    for key, version, digests in _record_fields(session, keys, "digests"):
+        listed = stored_digests(version, digests)
+        if listed:
+            found[key] = listed
+    return found
+
+
+def _record_fields(
+    session: Session, keys: Iterable[tuple[str, int]], field: str
+) -> list[tuple[tuple[str, int], object, object]]:
+    """Each wanted round's key, its agreement record's version and its ``field``."""
     wanted = set(keys)
     if not wanted:
-        return {}
+        return []
     query = select(
-        Round.run_id, Round.number, Round.agreement["version"], Round.agreement["agreeing"]
+        Round.run_id, Round.number, Round.agreement["version"], Round.agreement[field]
     ).where(
         Round.run_id.in_({run for run, _ in wanted}),
         Round.number.in_({number for _, number in wanted}),
     )
-    groups: dict[tuple[str, int], tuple[int, ...]] = {}
-    for run_id, number, version, agreeing in session.execute(query):
-        members = stored_agreeing(version, agreeing)
-        if (run_id, number) in wanted and members is not None:
-            groups[run_id, number] = members
-    return groups
+    return [
+        ((run_id, number), version, value)
+        for run_id, number, version, value in session.execute(query)
+        if (run_id, number) in wanted
+    ]
 
 
 def list_rounds(session: Session, run_id: str) -> Sequence[Round]:

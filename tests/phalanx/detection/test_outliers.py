@@ -4,10 +4,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from phalanx.detection import (
@@ -233,3 +235,39 @@ def test_colluders_cannot_raise_the_typical_distance_to_hide_a_scaled_update() -
         measures = outlier_measures(values, f=6)
         assert bool(measures.outlying(DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO)[-1])
         assert not measures.outlying(DEFAULT_OUTLIER_THRESHOLD, LOCAL_OUTLIER_RATIO)[:7].any()
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.sampled_from([np.float32, np.float64]),
+    st.integers(1, 40),
+    st.one_of(st.integers(0, 3), st.integers(250, 600)),  # one block or several
+    st.data(),
+)
+def test_the_centre_is_exactly_torch_s_lower_median_and_leaves_the_updates_alone(
+    dtype: Any, n: int, d: int, data: st.DataObject
+) -> None:
+    """The fast centre equals the old definition, ``values.median(dim=0).values``.
+
+    Odd and even ``n`` (the lower middle value), widths across the 256-column blocks,
+    repeated values, signed zeros, huge and tiny magnitudes: no NaN (replies are
+    checked finite before detection).
+    """
+    width = 32 if dtype is np.float32 else 64
+    elements = st.one_of(
+        st.floats(width=width, allow_nan=False, allow_infinity=False),
+        st.sampled_from([0.0, -0.0, 1.0, -1.0]),
+    )
+    array = data.draw(hnp.arrays(dtype, (n, d), elements=elements))
+    values = torch.from_numpy(array)
+    before = values.clone()
+    centre = robust_centre(values)
+    assert centre.dtype == values.dtype and centre.shape == (d,)
+    assert torch.equal(centre, values.median(dim=0).values)
+    assert torch.equal(values, before)  # partitioned in a copy, never in place
+
+
+def test_a_transposed_or_sliced_stack_gives_the_same_centre() -> None:
+    values = honest_updates(9, 300, seed=4)
+    for view in (values[:, 7:290], values.T.contiguous().T, values[::2]):
+        assert torch.equal(robust_centre(view), view.median(dim=0).values)

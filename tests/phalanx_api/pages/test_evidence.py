@@ -129,3 +129,67 @@ def test_a_malformed_agreeing_group_is_skipped_not_fatal() -> None:
     for bad in ({"count": -1, "digest": "0" * 64}, {"count": 3, "digest": "x"}, [1, 2], "six"):
         words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, {"agreeing": bad}, (0, 1))
         assert "Agreeing group" not in dict(words.facts)
+
+
+def test_a_replica_s_digest_prefix_is_shown_with_the_full_digest_the_round_keeps() -> None:
+    assignment = bibd_assignment(7, 3)
+    verdict = detect(assignment, attacked(assignment, {4}))
+    record = AgreementRecord.from_verdict(verdict)
+    stored = verdict.evidence[4].to_dict()
+    words = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored, digests=record.digests)
+    for disputed, shown in zip(verdict.evidence[4].files, words.files, strict=True):
+        for row in shown.replicas:
+            assert row.full_digest == disputed.digests[row.worker]
+            assert row.full_digest.startswith(row.digest) and len(row.digest) == 32
+    # Without the round's digests (an older round), the prefix is all there is.
+    alone = explain(EventKind.OUTSIDE_MAX_CLIQUE, 4, stored)
+    assert all(r.full_digest == r.digest for f in alone.files for r in f.replicas)
+
+
+def test_an_event_stored_with_every_pair_and_full_digests_still_reads() -> None:
+    """Events recorded before the round kept the digests list every pair under distances."""
+    old = {
+        "files": [
+            {
+                "file": 3,
+                "replicas": [
+                    {"worker": 0, "digest": "a" * 64},
+                    {"worker": 1, "digest": "a" * 64},
+                    {"worker": 2, "digest": "b" * 64},
+                ],
+                "distances": [
+                    {"a": 0, "b": 1, "distance": 0.0, "agree": True},
+                    {"a": 0, "b": 2, "distance": 2.0, "agree": False},
+                    {"a": 1, "b": 2, "distance": 2.0, "agree": False},
+                ],
+                "accepted_from": 0,
+            }
+        ],
+        "tolerance": 1e-5,
+    }
+    (shown,) = explain(EventKind.OUTSIDE_MAX_CLIQUE, 2, old).files
+    rows = {r.worker: r for r in shown.replicas}
+    assert rows[0].distance == rows[1].distance == 2.0 and rows[2].distance is None
+    assert rows[0].full_digest == "a" * 64 and rows[0].group == 1 and rows[2].group == 2
+
+
+def test_hostile_replica_fields_are_skipped_not_fatal() -> None:
+    hostile = {
+        "files": [
+            {
+                "file": 1,
+                "replicas": [
+                    {"worker": 0, "digest": 7, "distance": "far", "agree": "yes"},
+                    {"worker": True, "digest": "x"},
+                    {"worker": 2, "digest": "ab", "distance": float("nan")},
+                    "not a replica",
+                ],
+                "accepted_from": 0,
+            }
+        ]
+    }
+    (shown,) = explain(EventKind.OUTSIDE_MAX_CLIQUE, 2, hostile, digests=["ab", "abc"]).files
+    rows = {r.worker: r for r in shown.replicas}
+    assert set(rows) == {0, 2}
+    assert rows[0].digest == "" and rows[0].distance is None and rows[0].agrees_with_subject is None
+    assert rows[2].full_digest == "ab"  # two listed digests start with it: not resolved

@@ -77,3 +77,21 @@ def test_a_round_without_the_group_says_so_instead_of_guessing(
         assert dict(card.explanation.facts)["Agreeing group"] == (
             "14 workers (the round's record does not list them)"
         )
+
+
+def test_the_queue_shows_each_replica_s_full_digest_from_the_round_s_record(
+    fresh_client: TestClient, fresh_keys: Keys, fresh_sessions: sessionmaker[Session]
+) -> None:
+    run_id = seed_flag(fresh_sessions)
+    with fresh_sessions() as session:
+        (card,) = review_queue(session, EventFilter(run_id=run_id)).cards
+        rows = [r for f in card.explanation.files for r in f.replicas]
+        assert rows and all(len(r.digest) == 32 for r in rows)
+        assert all(len(r.full_digest) == 64 and r.full_digest.startswith(r.digest) for r in rows)
+    assert post_login(fresh_client, fresh_keys.viewer).status_code == 303
+    queue = fresh_client.get("/events", params={"run_id": run_id}, headers=HTML).text
+    assert all(f'title="{r.full_digest}"' in queue for r in rows)
+    detail = fresh_client.get(
+        f"/api/v1/runs/{run_id}/rounds/1", headers=fresh_keys.headers("viewer")
+    ).json()
+    assert {r.full_digest for r in rows} <= set(detail["agreement"]["digests"])
