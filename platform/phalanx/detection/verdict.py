@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -345,11 +345,12 @@ def judge(
         }
     accepted = {file: r for file, r in chosen.items() if r is not None}
     group = AgreeingGroup.of(trusted)
+    disputed = _disputed_files(comparisons, flagged)
     evidence = {
         w: _clique_evidence(
             w,
             conflicts,
-            comparisons,
+            [comparisons[f] for f in disputed.get(w, ())],
             accepted,
             group,
             rule,
@@ -428,10 +429,28 @@ def _drop_reasons(
     return drops
 
 
+def _disputed_files(
+    comparisons: Mapping[int, FileComparison], workers: Iterable[int]
+) -> dict[int, list[int]]:
+    """Each of ``workers``' files where its replica disagreed with another, in file order.
+
+    One pass over the round's comparisons for all of them (a pass per flagged worker
+    would cost the files times the flags, quadratic in K).
+    """
+    wanted = set(workers)
+    out: dict[int, list[int]] = {}
+    for file, c in comparisons.items():
+        for a, b in c.conflicts():
+            for w in (a, b):
+                if w in wanted and (not out.get(w) or out[w][-1] != file):
+                    out.setdefault(w, []).append(file)
+    return out
+
+
 def _clique_evidence(
     worker: int,
     conflicts: nx.Graph,
-    comparisons: Mapping[int, FileComparison],
+    disputed: Sequence[FileComparison],
     accepted: Mapping[int, Replica],
     agreeing: AgreeingGroup,
     rule: Rule,
@@ -439,10 +458,7 @@ def _clique_evidence(
     mode: Mode,
     tol: float,
 ) -> Evidence:
-    disputes = []
-    for file, c in comparisons.items():
-        if worker in c.workers and any(worker in pair for pair in c.conflicts()):
-            disputes.append(_file_dispute(c, accepted.get(file)))
+    disputes = [_file_dispute(c, accepted.get(c.file)) for c in disputed]
     return Evidence(
         worker=worker,
         kind="outside_max_clique" if rule == "unique_clique" else "majority_minority",
