@@ -81,6 +81,17 @@ def merged(old: list[Row], new: list[Row]) -> list[Row]:
     return [*kept, *fresh.values()]
 
 
+def missing(cases: list[Case], stored: list[Row]) -> list[Case]:
+    """The in-process ``cases`` that have no stored row, or only a failed one."""
+    done = {row_key(r) for r in stored if r.error is None}
+    return [
+        c
+        for c in cases
+        if (c.partition.kind, c.partition.alpha, c.aggregator, c.attack, c.q, c.seed, IN_PROCESS)
+        not in done
+    ]
+
+
 def _document(settings: Settings, rows: list[Row]) -> dict[str, object]:
     return {"settings": dataclasses.asdict(settings), "rows": [dataclasses.asdict(r) for r in rows]}
 
@@ -124,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-flower", action="store_true", help="skip the Flower rows")
     parser.add_argument("--merge", action="store_true", help="add the rows to the stored ones")
+    parser.add_argument(
+        "--missing-only",
+        action="store_true",
+        help="with --merge, run only the cases without a stored row (a stopped grid goes on)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--report-only", action="store_true", help="rewrite the .md from the .json")
     args = parser.parse_args(argv)
@@ -157,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     results = report_path(args.out, "heterogeneity", ".json", quick=args.quick)
     document = read_json(results) if results.exists() else None
     stored = [Row(**r) for r in document["rows"]] if document else []
+    if args.missing_only and not args.merge:
+        raise SystemExit("--missing-only adds to the stored rows: give --merge too")
     if document and (args.report_only or args.merge):
         kept = _stored_settings(document)
         if args.merge and kept != settings:
@@ -179,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = stored
     else:
         cases = grid(partitions, rules, pres, attacks, qs, seeds)
+        if args.missing_only:
+            cases = missing(cases, stored)
         run_grid(cases, settings, args.jobs, keep)
         if not args.no_flower:
             for partition in partitions:

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import eval_heterogeneity
 from benchmarks.lib import results
-from benchmarks.lib.heterogeneity_grid import IN_PROCESS, Settings
+from benchmarks.lib.heterogeneity_grid import IN_PROCESS, PARTITIONS, Settings, grid
 from benchmarks.lib.heterogeneity_runs import Row
 
 STORED = Settings(rounds=30, model="mlp", steps=10, batch_size=32, lr=0.05, eval_samples=2000)
@@ -86,3 +86,16 @@ def test_rows_stored_when_the_seed_was_a_setting_still_merge_and_report(tmp_path
 def test_seeds_that_are_not_whole_numbers_are_refused_in_words(tmp_path: Path, seeds: str) -> None:
     with pytest.raises(SystemExit, match="--seeds"):
         eval_heterogeneity.main(["--seeds", seeds, "--out", str(tmp_path)])
+
+
+def test_missing_only_leaves_out_the_cases_with_a_stored_row_but_not_failed_ones() -> None:
+    cases = grid(PARTITIONS[2:3], ("median", "mean"), (None,), (), (0,))
+    stored = [_row("median", 0.7), _row("mean", None, error="boom")]
+    assert [c.aggregator for c in eval_heterogeneity.missing(cases, stored)] == ["mean"]
+    other_seed = grid(PARTITIONS[2:3], ("median",), (None,), (), (0,), (2027,))
+    assert eval_heterogeneity.missing(other_seed, stored) == other_seed
+
+
+def test_missing_only_needs_merge(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="give --merge too"):
+        eval_heterogeneity.main(["--missing-only", "--out", str(tmp_path)])
