@@ -93,26 +93,31 @@ def accuracy_table(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
+def _flag_rate(runs: Sequence[Row]) -> str:
+    if not runs:
+        return "- | - | -"
+    mean = sum(r.honest_flagged or 0.0 for r in runs) / len(runs)
+    worst = max(runs, key=lambda r: r.honest_flagged or 0.0)
+    attack = "" if worst.q == 0 else f", {worst.attack} q={worst.q}"
+    return (
+        f"{len(runs)} | {_pct(mean, 2)} % | {_pct(worst.honest_flagged, 2)} % "
+        f"({worst.aggregator}{attack})"
+    )
+
+
 def screening_table(rows: Sequence[Row]) -> list[str]:
-    """Honest updates flagged by r = 1 screening per partition, over the runs without attack."""
+    """Honest updates flagged by r = 1 screening per partition, without attack and under one."""
     lines = [
-        "| partition | runs | honest updates flagged | worst run |",
-        "|---|---|---|---|",
+        "| partition | runs without attack | honest updates flagged | worst run "
+        "| runs under attack | honest updates flagged | worst run |",
+        "|---|---|---|---|---|---|---|",
     ]
     for label in dict.fromkeys(partition_label(r) for r in rows):
-        clean = [
-            r
-            for r in rows
-            if partition_label(r) == label and r.q == 0 and r.honest_flagged is not None
-        ]
-        if not clean:
-            continue
-        mean = sum(r.honest_flagged or 0.0 for r in clean) / len(clean)
-        worst = max(clean, key=lambda r: r.honest_flagged or 0.0)
-        lines.append(
-            f"| {label} | {len(clean)} | {_pct(mean, 2)} % | {_pct(worst.honest_flagged, 2)} % "
-            f"({worst.aggregator}) |"
-        )
+        runs = [r for r in rows if partition_label(r) == label and r.honest_flagged is not None]
+        if runs:
+            clean = [r for r in runs if r.q == 0]
+            attacked = [r for r in runs if r.q > 0]
+            lines.append(f"| {label} | {_flag_rate(clean)} | {_flag_rate(attacked)} |")
     return lines
 
 
@@ -221,7 +226,7 @@ def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
     for note in notes:
         lines += [note, ""]
     lines += ["## Goals", "", *goals(rows), ""]
-    lines += ["## Honest updates flagged by screening (runs without attack)", ""]
+    lines += ["## Honest updates flagged by screening", ""]
     lines += [*screening_table([r for r in rows if r.transport == IN_PROCESS]), ""]
     for label in dict.fromkeys(partition_label(r) for r in rows):
         part = [r for r in rows if partition_label(r) == label and r.transport == IN_PROCESS]

@@ -71,9 +71,11 @@ def test_the_screening_table_and_the_report_name_each_partition() -> None:
         row("median", "none", 0, 0.8, honest_flagged=0.01),
         row("median", "none", 0, 0.8, alpha=None, partition="iid"),
     ]
+    rows.append(row("mean", "sign_flip", 4, 0.4, honest_flagged=0.03))
     table = "\n".join(screening_table(rows))
-    assert "| Dirichlet 0.3 | 1 | 1.00 % | 1.00 % (median) |" in table
-    assert "| IID | 1 | 0.00 % |" in table
+    assert "| Dirichlet 0.3 | 1 | 1.00 % | 1.00 % (median) | 1 | 3.00 % | 3.00 % (mean, " in table
+    assert "sign_flip q=4) |" in table
+    assert "| IID | 1 | 0.00 % | 0.00 % (median) | - | - | - |" in table
     text = markdown(rows, ["a note"])
     assert "## IID: final accuracy (%)" in text and "## Dirichlet 0.3: final accuracy (%)" in text
 
