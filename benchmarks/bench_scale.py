@@ -165,7 +165,7 @@ def markdown(document: dict[str, Any], quick: bool) -> str:
         "descendants per timed round (median): unlike the round's time it does not grow when "
         "other work takes the shared cores.",
         "- **per worker**: the round's time over K. **training share**: the workers' "
-        "training (`compute_file_updates`, timed inside each worker, in Flower's Ray actors "
+        "training (`file_updates`, timed inside each worker, in Flower's Ray actors "
         "too) summed over the timed rounds, over those rounds' time; through Flower several "
         "actors train at once, so it may pass 100 %.",
         "- **coordinator's own work**: its phases but the exchange and the evaluation "

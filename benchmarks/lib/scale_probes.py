@@ -6,7 +6,7 @@ peak; :func:`tree_cpu_seconds` reads their CPU time. :func:`store_bytes` reads
 a SQLite database's logical size (its used pages, write-ahead log included) and
 the bytes of its detection events.
 :class:`WorkClock` times every worker's task: the whole of ``Worker.handle``
-and the training inside it (``compute_file_updates``), so that the training's
+and the training inside it (``file_updates``), so that the training's
 share of a round is measured, not assumed. In Flower's simulation the workers
 run in Ray's actors; :data:`CLOCK_DIR` names a folder where each actor appends
 its records (:func:`read_clock_dir`).
@@ -133,8 +133,8 @@ class WorkClock:
     """Times each worker's task while installed (:meth:`installed`).
 
     It wraps ``phalanx_clients.worker.Worker.handle`` and the module's
-    ``compute_file_updates`` for as long as it is installed, and hands each
-    task's :class:`TaskTime` to ``sink``.
+    ``file_updates`` (each file's computation, as the worker asks for it) for as
+    long as it is installed, and hands each task's :class:`TaskTime` to ``sink``.
     """
 
     def __init__(self, sink: Callable[[TaskTime], None]) -> None:
@@ -147,17 +147,23 @@ class WorkClock:
         from phalanx_clients import worker as worker_module
 
         handle = worker_module.Worker.handle
-        train = worker_module.compute_file_updates  # type: ignore[attr-defined]
+        train = worker_module.file_updates  # type: ignore[attr-defined]
         clock = self
 
-        def timed_train(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return train(*args, **kwargs)
-            finally:
-                clock._local.train_s = getattr(clock._local, "train_s", 0.0) + (
-                    time.perf_counter() - started
-                )
+        def timed_train(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            # A generator: each file is computed when the worker asks for it.
+            files = train(*args, **kwargs)
+            while True:
+                started = time.perf_counter()
+                try:
+                    item = next(files)
+                except StopIteration:
+                    return
+                finally:
+                    clock._local.train_s = getattr(clock._local, "train_s", 0.0) + (
+                        time.perf_counter() - started
+                    )
+                yield item
 
         def timed_handle(self: Any, task: Any, downlink: Any) -> Any:
             clock._local.train_s = 0.0
@@ -169,12 +175,12 @@ class WorkClock:
                 clock.sink(TaskTime(task.round, elapsed, clock._local.train_s))
 
         worker_module.Worker.handle = timed_handle  # type: ignore[method-assign]
-        worker_module.compute_file_updates = timed_train  # type: ignore[attr-defined]
+        worker_module.file_updates = timed_train  # type: ignore[attr-defined]
         try:
             yield self
         finally:
             worker_module.Worker.handle = handle  # type: ignore[method-assign]
-            worker_module.compute_file_updates = train  # type: ignore[attr-defined]
+            worker_module.file_updates = train  # type: ignore[attr-defined]
 
 
 def file_sink(folder: Path) -> Callable[[TaskTime], None]:
