@@ -175,6 +175,33 @@ def _part(task: Task, files: Sequence[int]) -> Task:
     return task.narrowed(files)
 
 
+CLOCK_SLACK = 0.01
+"""Share of a compute budget by which a worker's clock may run ahead of the coordinator's."""
+
+
+def _cut_in_time(reply: Reply, task: Task | None, seconds: float, outcome: Outcome) -> Outcome:
+    """Return ``outcome``, or a refusal when ``reply`` was cut before its budget could be spent.
+
+    A worker computes only after its task went out, so its compute on the round cannot
+    exceed the ``seconds`` since then: a deployed reply that leaves asked files out (its
+    budget spent) yet came before the budget had passed did not spend it. It would
+    otherwise do no work at all, never be checked and look quick on the record.
+    """
+    if isinstance(outcome, Rejection) or task is None or task.budget_s is None:
+        return outcome
+    if reply.asked is None or len(outcome) == len(reply.asked):
+        return outcome
+    if seconds >= task.budget_s * (1 - CLOCK_SLACK):
+        return outcome
+    return Rejection(
+        reply.worker,
+        EventKind.MALFORMED_REPLY,
+        f"reply leaves out {len(reply.asked) - len(outcome)} asked files as cut by its "
+        f"compute budget of {task.budget_s:g} s, yet came {seconds:.3g} s after the round "
+        "began: a budget cannot be spent before it has passed",
+    )
+
+
 def message_key(reply: Reply) -> MessageKey:
     """Return the message ``reply`` answers: its worker and the files the message asked."""
     return (reply.worker, reply.asked)
@@ -267,6 +294,8 @@ class Intake:
 
         ``staged`` names the files of taken (not yet applied) replies, by worker.
         """
+        if files_at is None:
+            outcome = _cut_in_time(reply, self.checks.tasks.get(reply.worker), seconds, outcome)
         taken = _Taken(reply.worker, seconds, reply, outcome)
         if isinstance(outcome, Rejection):
             taken.withdrawn = self._unsent(reply.worker, reply.asked, staged=staged)
