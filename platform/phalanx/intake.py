@@ -182,10 +182,11 @@ CLOCK_SLACK = 0.01
 def _cut_in_time(reply: Reply, task: Task | None, seconds: float, outcome: Outcome) -> Outcome:
     """Return ``outcome``, or a refusal when ``reply`` was cut before its budget could be spent.
 
-    A worker computes only after its task went out, so its compute on the round cannot
-    exceed the ``seconds`` since then: a deployed reply that leaves asked files out (its
-    budget spent) yet came before the budget had passed did not spend it. It would
-    otherwise do no work at all, never be checked and look quick on the record.
+    A worker computes only after the round's first message began to go out, so its
+    compute on the round cannot exceed the ``seconds`` since then: a deployed reply that
+    leaves asked files out (its budget spent) yet came before the budget had passed did
+    not spend it. It would otherwise do no work at all, never be checked and look quick
+    on the record.
     """
     if isinstance(outcome, Rejection) or task is None or task.budget_s is None:
         return outcome
@@ -197,8 +198,8 @@ def _cut_in_time(reply: Reply, task: Task | None, seconds: float, outcome: Outco
         reply.worker,
         EventKind.MALFORMED_REPLY,
         f"reply leaves out {len(reply.asked) - len(outcome)} asked files as cut by its "
-        f"compute budget of {task.budget_s:g} s, yet came {seconds:.3g} s after the round "
-        "began: a budget cannot be spent before it has passed",
+        f"compute budget of {task.budget_s:g} s, yet came {seconds:.3g} s after the round's "
+        "first message went out: a budget cannot be spent before it has passed",
     )
 
 
@@ -255,12 +256,20 @@ class Intake:
     _delivered: dict[int, set[int]] = field(default_factory=dict, repr=False)
 
     def arrived(
-        self, reply: Reply, seconds: float, files_at: Mapping[int, float] | None = None
+        self,
+        reply: Reply,
+        seconds: float,
+        files_at: Mapping[int, float] | None = None,
+        *,
+        since_sent: float | None = None,
     ) -> None:
         """Take in ``reply``, arrived ``seconds`` after the round began (a transport's call).
 
         ``files_at`` (simulation) says when each of its files arrived, when they came
         one by one; a file it leaves out was never sent (a compute budget cut it).
+        ``since_sent`` (deployed) is how long before the reply was handed over the
+        round's first message began to go out, on the coordinator's clock: more than
+        any worker can have computed on the round (``seconds`` when not given).
 
         Raises
         ------
@@ -272,7 +281,13 @@ class Intake:
             raise ValueError(f"a reply's arrival time must be finite and >= 0, got {seconds!r}")
         if reply.need_sync:  # not an answer yet: the worker asks for the full model
             return
-        self._apply(self._take(reply, seconds, files_at, self.checks.check(reply)))
+        outcome = self.checks.check(reply)
+        if files_at is None:
+            task = self.checks.tasks.get(reply.worker)
+            outcome = _cut_in_time(
+                reply, task, seconds if since_sent is None else since_sent, outcome
+            )
+        self._apply(self._take(reply, seconds, files_at, outcome))
 
     def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
         """Note that ``worker`` answered without a reply to check (a transport's call).
@@ -294,8 +309,6 @@ class Intake:
 
         ``staged`` names the files of taken (not yet applied) replies, by worker.
         """
-        if files_at is None:
-            outcome = _cut_in_time(reply, self.checks.tasks.get(reply.worker), seconds, outcome)
         taken = _Taken(reply.worker, seconds, reply, outcome)
         if isinstance(outcome, Rejection):
             taken.withdrawn = self._unsent(reply.worker, reply.asked, staged=staged)
