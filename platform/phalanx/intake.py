@@ -21,7 +21,9 @@ second reply to the same message, and a refused or failed message withdraws its
 own files alone. With a compute budget (``collect.drop_compute``) a deployed reply
 may cover the first files of what it was asked (:func:`~phalanx.replies.check_reply`
 with ``partial``); the files it leaves out are withdrawn and counted as cut, never
-judged.
+judged, unless the reply came before its budget could have been spent (on the
+round's clock from before its first push): then it is refused, since a worker that
+cut at once would otherwise skip every file unchecked and look quick.
 """
 
 from __future__ import annotations
