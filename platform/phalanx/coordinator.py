@@ -771,14 +771,16 @@ class Coordinator:
         came during this one, after their rounds had closed.
         """
         started = time.monotonic()
-        first = self._send(self._messages(tasks.values()), self.channel.downlink(), intake, 0.0)
+        first = self._send(
+            self._messages(tasks.values()), self.channel.downlink(), intake, 0.0, started
+        )
         replies = [r for r in first.replies if not r.need_sync]
         bytes_down, malformed = first.bytes_down, list(first.malformed)
         late = list(first.late)
         lost = self._lost(tasks, first.replies)
         if lost:
             elapsed = time.monotonic() - started
-            second = self._send(lost, self.channel.sync(), intake, elapsed)
+            second = self._send(lost, self.channel.sync(), intake, elapsed, started)
             for reply in second.replies:
                 if reply.need_sync:
                     malformed.append(
@@ -815,12 +817,20 @@ class Coordinator:
         return list(again.values())
 
     def _send(
-        self, tasks: Sequence[Task], downlink: Downlink, intake: Intake | None, offset: float
+        self,
+        tasks: Sequence[Task],
+        downlink: Downlink,
+        intake: Intake | None,
+        offset: float,
+        started: float,
     ) -> Exchange:
-        """One exchange through the transport; an intake hears of replies on the round's clock."""
+        """One exchange through the transport; an intake hears of replies on the round's clock.
+
+        ``started``: when the round's exchange began (``time.monotonic``), before any push.
+        """
         if intake is None:
             return self.transport.exchange(tasks, downlink)
-        return self.transport.exchange(tasks, downlink, _Offset(intake, offset))
+        return self.transport.exchange(tasks, downlink, _Offset(intake, offset, started))
 
     def _federated_evaluation(
         self, t: int, nonce: str, tasks: Mapping[int, Task]
@@ -869,13 +879,20 @@ class Coordinator:
 
 @dataclass(frozen=True)
 class _Offset:
-    """An intake heard through a transport whose clock started ``offset`` seconds late."""
+    """An intake heard through a transport whose clock started ``offset`` seconds late.
+
+    A transport's clock starts once its messages are pushed, and a worker may begin on
+    one while the rest are pushed: how long a reply can have been computed is measured
+    from ``started``, before the round's first push (``time.monotonic``).
+    """
 
     intake: Intake
     offset: float
+    started: float
 
     def arrived(self, reply: Reply, seconds: float) -> None:
-        self.intake.arrived(reply, self.offset + seconds)
+        since_sent = time.monotonic() - self.started
+        self.intake.arrived(reply, self.offset + seconds, since_sent=since_sent)
 
     def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
         self.intake.failed(worker, self.offset + seconds, files)

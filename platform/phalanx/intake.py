@@ -21,7 +21,9 @@ second reply to the same message, and a refused or failed message withdraws its
 own files alone. With a compute budget (``collect.drop_compute``) a deployed reply
 may cover the first files of what it was asked (:func:`~phalanx.replies.check_reply`
 with ``partial``); the files it leaves out are withdrawn and counted as cut, never
-judged.
+judged, unless the reply came before its budget could have been spent (on the
+round's clock from before its first push): then it is refused, since a worker that
+cut at once would otherwise skip every file unchecked and look quick.
 """
 
 from __future__ import annotations
@@ -175,6 +177,34 @@ def _part(task: Task, files: Sequence[int]) -> Task:
     return task.narrowed(files)
 
 
+CLOCK_SLACK = 0.01
+"""Share of a compute budget by which a worker's clock may run ahead of the coordinator's."""
+
+
+def _cut_in_time(reply: Reply, task: Task | None, seconds: float, outcome: Outcome) -> Outcome:
+    """Return ``outcome``, or a refusal when ``reply`` was cut before its budget could be spent.
+
+    A worker computes only after the round's first message began to go out, so its
+    compute on the round cannot exceed the ``seconds`` since then: a deployed reply that
+    leaves asked files out (its budget spent) yet came before the budget had passed did
+    not spend it. It would otherwise do no work at all, never be checked and look quick
+    on the record.
+    """
+    if isinstance(outcome, Rejection) or task is None or task.budget_s is None:
+        return outcome
+    if reply.asked is None or len(outcome) == len(reply.asked):
+        return outcome
+    if seconds >= task.budget_s * (1 - CLOCK_SLACK):
+        return outcome
+    return Rejection(
+        reply.worker,
+        EventKind.MALFORMED_REPLY,
+        f"reply leaves out {len(reply.asked) - len(outcome)} asked files as cut by its "
+        f"compute budget of {task.budget_s:g} s, yet came {seconds:.3g} s after the round's "
+        "first message went out: a budget cannot be spent before it has passed",
+    )
+
+
 def message_key(reply: Reply) -> MessageKey:
     """Return the message ``reply`` answers: its worker and the files the message asked."""
     return (reply.worker, reply.asked)
@@ -228,12 +258,20 @@ class Intake:
     _delivered: dict[int, set[int]] = field(default_factory=dict, repr=False)
 
     def arrived(
-        self, reply: Reply, seconds: float, files_at: Mapping[int, float] | None = None
+        self,
+        reply: Reply,
+        seconds: float,
+        files_at: Mapping[int, float] | None = None,
+        *,
+        since_sent: float | None = None,
     ) -> None:
         """Take in ``reply``, arrived ``seconds`` after the round began (a transport's call).
 
         ``files_at`` (simulation) says when each of its files arrived, when they came
         one by one; a file it leaves out was never sent (a compute budget cut it).
+        ``since_sent`` (deployed) is how long before the reply was handed over the
+        round's first message began to go out, on the coordinator's clock: more than
+        any worker can have computed on the round (``seconds`` when not given).
 
         Raises
         ------
@@ -245,7 +283,13 @@ class Intake:
             raise ValueError(f"a reply's arrival time must be finite and >= 0, got {seconds!r}")
         if reply.need_sync:  # not an answer yet: the worker asks for the full model
             return
-        self._apply(self._take(reply, seconds, files_at, self.checks.check(reply)))
+        outcome = self.checks.check(reply)
+        if files_at is None:
+            task = self.checks.tasks.get(reply.worker)
+            outcome = _cut_in_time(
+                reply, task, seconds if since_sent is None else since_sent, outcome
+            )
+        self._apply(self._take(reply, seconds, files_at, outcome))
 
     def failed(self, worker: int, seconds: float, files: Sequence[int] | None = None) -> None:
         """Note that ``worker`` answered without a reply to check (a transport's call).

@@ -214,7 +214,11 @@ class PolicyMemory:
             overhead = sum(o for _, o in self.measured) / len(self.measured)
             if any(rounds):
                 floor = completion_median(rounds) if self.claimed else 0.0
-                self.budget_s = best_threshold(rounds, overhead, at_least=floor)
+                budget = best_threshold(rounds, overhead, at_least=floor)
+                # Every measured file done at 0 s (deployed: claims of no compute, the
+                # only ones heard) is no budget to send: a task cannot carry 0 s, so
+                # the warm-up goes on rather than the run failing.
+                self.budget_s = budget if budget > 0 else None
             self.measured = []
 
     def observe(

@@ -138,3 +138,26 @@ def test_a_reply_answering_as_a_worker_it_was_not_sent_as_is_refused() -> None:
     # A message asked worker 2 for file 2; the reply says it is worker 0's.
     round_.arrived(answer(0, (2,), (2,)), 1.0)
     assert kinds(round_) == [(0, EventKind.UNASSIGNED_FILE)] and round_.pieces == []
+
+
+def budgeted(budget_s: float) -> Intake:
+    round_ = intake(partial=True)
+    tasks = round_.checks.tasks
+    round_.checks.tasks = {w: dataclasses.replace(t, budget_s=budget_s) for w, t in tasks.items()}
+    return round_
+
+
+def test_a_reply_cut_before_its_budget_could_be_spent_is_refused_not_counted_as_cut() -> None:
+    # A worker that does no work answers at once with no file, as if its budget had
+    # cut them all: its compute cannot exceed the time since the round's messages
+    # went out, so a cut heard before the budget has passed is not a budget's cut.
+    round_ = budgeted(10.0)
+    round_.arrived(answer(0, (), (0,)), 0.5)
+    round_.arrived(answer(1, (0,), (0, 2)), 2.0)  # one file, then "out of budget"
+    assert kinds(round_) == [(0, EventKind.MALFORMED_REPLY), (1, EventKind.MALFORMED_REPLY)]
+    assert round_.files_cut == 0 and round_.pieces == []
+    # A whole reply before the budget is fine, and a cut after the budget is a cut.
+    round_.arrived(answer(2, (1, 2), (1, 2)), 3.0)
+    round_.arrived(answer(0, (), (1,)), 10.5)
+    assert [w for w, _ in kinds(round_)] == [0, 1]
+    assert round_.files_cut == 1 and {(p.worker, p.file) for p in round_.pieces} == {(2, 1), (2, 2)}

@@ -85,3 +85,14 @@ def test_what_state_writes_restores_to_the_same_decisions() -> None:
         assert again.round_options() == memory.round_options()
         assert again.dispatch(range(3)) == memory.dispatch(range(3))
         assert again.metrics() == memory.metrics()
+
+
+def test_claims_of_no_compute_alone_never_make_a_zero_budget_the_coordinator_cannot_send() -> None:
+    # Deployed: the only measured worker answers at once, claiming 0 s for every file
+    # (the others sent no claim, an older client, or none came). A budget of 0 s
+    # failed the next round's tasks (Task refuses it as the host's bug): the run died.
+    memory = PolicyMemory.start(CollectConfig(drop_compute=True, warmup_rounds=1), 3, claimed=True)
+    memory.measure([[0.0, 0.0]], 0.0)
+    assert memory.budget_s is None  # still measuring: no budget rather than one of 0 s
+    memory.measure([[0.0, 0.0], [1.0, 2.0], [1.5, 2.5]], 0.1)
+    assert memory.budget_s is not None and memory.budget_s >= 2.0

@@ -56,3 +56,15 @@ def test_the_teams_kept_are_bounded_and_a_changed_config_is_a_new_run() -> None:
 
     assert teams.built == [*names, names[0]]
     assert len(source._teams) == TEAMS_KEPT
+
+
+def test_runs_of_other_configs_never_share_a_red_team_s_kept_references() -> None:
+    # Red team: the references an update attack sees are kept by round and model digest
+    # alone; two runs (another seed: other samples) starting from the same model at the
+    # same round must not read each other's. Each config has a team, and so a cache,
+    # of its own; a run resumed with another model finds its digest changed.
+    workers = SimulatedWorkers()
+    first, second = small_config(seed=1), small_config(seed=2)
+    team = workers.team_of(first)
+    assert team is not None and workers.team_of(second) is not team
+    assert workers.team_of(small_config(seed=1)) is team

@@ -119,6 +119,8 @@ def test_a_budget_cuts_a_slow_nodes_files_at_a_boundary_and_blames_nobody(
 ) -> None:
     slow = NODES[2]
     configs = _nodes(sqlite_sessions, tmp_path, slow=slow)
+    # Eager: each node computes while the messages are still being pushed, before the
+    # transport's clock starts (a slow push); its cut is still no early cut.
     grid = FakeGrid(build_client_app(EnrolledWorker(environ={})), NODES, node_configs=configs)
     config = _config(2, messages=messages, drop_compute=True, compute_budget_s=BUDGET_S)
     run_id = execute_on_grid(sqlite_sessions, config, grid, tmp_path / "checkpoints")
