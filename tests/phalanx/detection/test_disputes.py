@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import networkx as nx
 import pytest
 import torch
 from hypothesis import given
@@ -12,7 +13,12 @@ from hypothesis import strategies as st
 from phalanx.attacks import distortion_plan
 from phalanx.config import RunConfig
 from phalanx.detection import Replica, detect, payload_digest
-from phalanx.detection.disputes import DisputeRecord, LiarsAcrossRounds, proven_liars
+from phalanx.detection.disputes import (
+    DisputeRecord,
+    LiarsAcrossRounds,
+    greedy_matching,
+    proven_liars,
+)
 from phalanx.plan import adversaries, base_assignment, round_assignment
 
 
@@ -148,3 +154,21 @@ def test_honest_workers_whose_replicas_differ_by_noise_under_the_tolerance_are_n
         verdict = detect(assignment, replicas, mode="tolerance", tol=tol)
         assert verdict.conflicts == {}
         assert across.observe(t, verdict.conflicts) == {}
+
+
+@given(
+    pairs=st.lists(
+        st.tuples(st.integers(0, 14), st.integers(0, 14)).filter(lambda p: p[0] != p[1]),
+        max_size=40,
+    ),
+    excluded=st.sets(st.integers(0, 14), max_size=6),
+)
+def test_the_greedy_matching_is_networkx_s_maximal_matching_of_the_subgraph(
+    pairs: list[tuple[int, int]], excluded: set[int]
+) -> None:
+    record = DisputeRecord()
+    for t, pair in enumerate(pairs, start=1):
+        record.add_round(t, [pair])
+    g = record.graph()
+    theirs = nx.maximal_matching(g.subgraph(set(g.nodes) - excluded))
+    assert greedy_matching(list(g.edges()), excluded) == {v for edge in theirs for v in edge}
