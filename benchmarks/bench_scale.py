@@ -170,7 +170,7 @@ def markdown(document: dict[str, Any], quick: bool) -> str:
         "actors train at once, so it may pass 100 %.",
         "- **coordinator's own work**: its phases but the exchange and the evaluation "
         "(assign, verify, detect, aggregate, persist). **workers' overhead**: each task's "
-        "`Worker.handle` less its training (the downlink, the plan, encoding, signing), "
+        "`Worker.answer` less its training (the downlink, the plan, encoding, signing), "
         "summed over the round's tasks (the ClientApp's message handling outside it is not "
         "counted). **training**: the same sum of the training alone.",
         "- **peak RSS**: this process and all its descendants (Ray's GCS, raylet and "

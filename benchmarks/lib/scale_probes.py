@@ -5,7 +5,7 @@ descendants (Ray's GCS, raylet and actors for the Flower path) and keeps the
 peak; :func:`tree_cpu_seconds` reads their CPU time. :func:`store_bytes` reads
 a SQLite database's logical size (its used pages, write-ahead log included) and
 the bytes of its detection events.
-:class:`WorkClock` times every worker's task: the whole of ``Worker.handle``
+:class:`WorkClock` times every worker's task: the whole of ``Worker.answer``
 and the training inside it (``file_updates``), so that the training's
 share of a round is measured, not assumed. In Flower's simulation the workers
 run in Ray's actors; :data:`CLOCK_DIR` names a folder where each actor appends
@@ -32,7 +32,7 @@ CLOCK_DIR = "PHALANX_BENCH_CLOCK_DIR"
 
 @dataclass(frozen=True)
 class TaskTime:
-    """One worker's task: its round, the whole of ``Worker.handle``, the training inside it."""
+    """One worker's task: its round, the whole of ``Worker.answer``, the training inside it."""
 
     round: int
     handle_s: float
@@ -132,7 +132,8 @@ def store_bytes(path: Path) -> StoreSize:
 class WorkClock:
     """Times each worker's task while installed (:meth:`installed`).
 
-    It wraps ``phalanx_clients.worker.Worker.handle`` and the module's
+    It wraps ``phalanx_clients.worker.Worker.answer`` (what the ClientApp calls, and
+    ``Worker.handle`` in process) and the module's
     ``file_updates`` (each file's computation, as the worker asks for it) for as
     long as it is installed, and hands each task's :class:`TaskTime` to ``sink``.
     """
@@ -146,7 +147,7 @@ class WorkClock:
         """Wrap the worker's task and training; restore both on leaving."""
         from phalanx_clients import worker as worker_module
 
-        handle = worker_module.Worker.handle
+        answer = worker_module.Worker.answer
         train = worker_module.file_updates  # type: ignore[attr-defined]
         clock = self
 
@@ -165,21 +166,21 @@ class WorkClock:
                     )
                 yield item
 
-        def timed_handle(self: Any, task: Any, downlink: Any) -> Any:
+        def timed_answer(self: Any, task: Any, downlink: Any, **options: Any) -> Any:
             clock._local.train_s = 0.0
             started = time.perf_counter()
             try:
-                return handle(self, task, downlink)
+                return answer(self, task, downlink, **options)
             finally:
                 elapsed = time.perf_counter() - started
                 clock.sink(TaskTime(task.round, elapsed, clock._local.train_s))
 
-        worker_module.Worker.handle = timed_handle  # type: ignore[method-assign]
+        worker_module.Worker.answer = timed_answer  # type: ignore[method-assign]
         worker_module.file_updates = timed_train  # type: ignore[attr-defined]
         try:
             yield self
         finally:
-            worker_module.Worker.handle = handle  # type: ignore[method-assign]
+            worker_module.Worker.answer = answer  # type: ignore[method-assign]
             worker_module.file_updates = train  # type: ignore[attr-defined]
 
 

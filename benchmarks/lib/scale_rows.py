@@ -61,7 +61,7 @@ class Row:
     training_s: float
     """The workers' training per round, summed over the round's tasks."""
     worker_overhead_s: float
-    """The workers' ``Worker.handle`` less its training, summed over the round's tasks."""
+    """The workers' ``Worker.answer`` less its training, summed over the round's tasks."""
     own_work_s: float
     """The coordinator's own phases per round (:data:`OWN_WORK`)."""
     phase_s: dict[str, float]

@@ -21,19 +21,20 @@ def test_the_clock_times_each_file_a_task_computes_and_restores_the_worker(
             time.sleep(0.001)  # some work per file
             yield file, f"update {file}"
 
-    def fake_handle(self: Any, task: Any, downlink: Any) -> list[tuple[int, str]]:
+    def fake_answer(self: Any, task: Any, downlink: Any, **options: Any) -> list[tuple[int, str]]:
         return list(worker_module.file_updates())
 
     monkeypatch.setattr(worker_module, "file_updates", fake_file_updates)
-    monkeypatch.setattr(worker_module.Worker, "handle", fake_handle)
+    monkeypatch.setattr(worker_module.Worker, "answer", fake_answer)
     times: list[TaskTime] = []
 
     with WorkClock(times.append).installed():
-        answer = worker_module.Worker.handle(None, SimpleNamespace(round=4), None)  # type: ignore[arg-type]
+        task = SimpleNamespace(round=4)
+        answer = worker_module.Worker.answer(None, task, None, spent_s=1.0)  # type: ignore[arg-type]
 
     assert answer == [(3, "update 3"), (5, "update 5")]
     (timed,) = times
     assert timed.round == 4
     assert 0 < timed.train_s <= timed.handle_s
     assert worker_module.file_updates is fake_file_updates
-    assert worker_module.Worker.handle is fake_handle
+    assert worker_module.Worker.answer is fake_answer
