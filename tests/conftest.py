@@ -31,6 +31,22 @@ settings.register_profile("phalanx", deadline=None)
 settings.load_profile("phalanx")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slow tests first (the real-process ones of ``tests/system`` before the
+    others), the rest in collection order.
+
+    With ``-n 2 --dist worksteal`` a test that takes minutes and starts last keeps one
+    worker busy after the other has finished; started first, the other worker takes the
+    short tests meanwhile and the suite ends with short ones.
+    """
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("slow") is None,
+            not item.nodeid.startswith("tests/system/"),
+        )
+    )
+
+
 @pytest.fixture
 def digits_config() -> RunConfig:
     return small_config()

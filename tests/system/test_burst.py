@@ -37,10 +37,11 @@ REGISTRATIONS = 200
 #: Every ``/healthz`` poll must be answered within this many seconds.
 HEALTHZ_TIMEOUT_S = 1.0
 POLL_EVERY_S = 0.05
-#: Settings another change may add (registration rate limit, pending-client cap), set out of reach.
+#: The registration budgets (rate, waiting list, per address) out of reach: one address sends all.
 SERVER_ENV = {
     "PHALANX_REGISTRATION_PER_MINUTE": "1000000",
     "PHALANX_MAX_PENDING_CLIENTS": "1000000",
+    "PHALANX_PENDING_PER_ADDRESS": "1000000",
 }
 
 pytestmark = pytest.mark.slow

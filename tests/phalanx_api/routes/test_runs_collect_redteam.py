@@ -103,14 +103,8 @@ IMPOSSIBLE = [
     ('{"collect": {"drop_compute": true}}', "systems.enabled"),
     ('{"collect": {"messages": "per_file"}}', "systems.enabled"),
     ('{"collect": {"policy": "quorum"}}', "systems.enabled"),
-    (
-        '{"deployment": {"backend": "deployment"}, "collect": {"drop_compute": true}}',
-        "collect.drop_compute",
-    ),
-    (
-        '{"deployment": {"backend": "deployment"}, "collect": {"messages": "per_file"}}',
-        "collect.messages",
-    ),
+    # A deployment has real devices: simulating them there is refused (partial work is not).
+    (f'{{{SIMULATED}, "deployment": {{"backend": "deployment"}}}}', "systems.enabled"),
     (f'{{{SIMULATED}, "collect": {{"compute_budget_s": 5}}}}', "drop_compute"),
     (f'{{{SIMULATED}, "collect": {{"warmup_rounds": 5}}}}', "drop_compute"),
     (f'{{{SIMULATED}, "collect": {{"drop_compute": false, "warmup_rounds": 2}}}}', "drop_compute"),
