@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -48,6 +49,7 @@ from benchmarks.lib.results import (
 )
 from benchmarks.lib.scale_fedavg import ratio_summary
 from benchmarks.lib.scale_markdown import fedavg_lines, goals, table
+from benchmarks.lib.scale_probes import PROFILE_DIR
 from benchmarks.lib.scale_rows import build_row
 from benchmarks.lib.scale_runs import FLOWER, TRANSPORTS, Case, Settings, run_isolated
 
@@ -215,6 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fedavg-rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument(
+        "--profile-actors",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Flower's actors write the profile of their tasks to DIR/<pid>.prof",
+    )
+    parser.add_argument(
         "--render-only", action="store_true", help="rewrite scale.md from scale.json, run nothing"
     )
     args = parser.parse_args(argv)
@@ -228,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.render_only:
         write_markdown(md_path, markdown(previous, args.quick))
         return 0
+    if args.profile_actors is not None:
+        args.profile_actors.mkdir(parents=True, exist_ok=True)
+        # The cases' processes, Ray's actors among them, inherit it.
+        os.environ[PROFILE_DIR] = str(args.profile_actors.resolve())
     started = time.perf_counter()
     rows = []
     for case in cases(workers, args.transports, args.r):

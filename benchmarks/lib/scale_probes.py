@@ -28,15 +28,23 @@ import psutil
 
 CLOCK_DIR = "PHALANX_BENCH_CLOCK_DIR"
 """Environment variable: the folder where Ray's actors write their :class:`WorkClock` records."""
+PROFILE_DIR = "PHALANX_BENCH_PROFILE_DIR"
+"""Environment variable: the folder where each actor writes the profile of its tasks."""
 
 
 @dataclass(frozen=True)
 class TaskTime:
-    """One worker's task: its round, the whole of ``Worker.answer``, the training inside it."""
+    """One worker's task: its round, the whole of ``Worker.answer``, the training inside it.
+
+    ``*_cpu_s``: the same spans in the thread's CPU time (``time.thread_time``), which a
+    process waiting for a core does not accumulate; wall time above CPU time is waiting.
+    """
 
     round: int
     handle_s: float
     train_s: float
+    handle_cpu_s: float = float("nan")
+    train_cpu_s: float = float("nan")
 
 
 class TreeMemory:
@@ -154,26 +162,30 @@ class WorkClock:
         def timed_train(*args: Any, **kwargs: Any) -> Iterator[Any]:
             # A generator: each file is computed when the worker asks for it.
             files = train(*args, **kwargs)
+            local = clock._local
             while True:
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.thread_time()
                 try:
                     item = next(files)
                 except StopIteration:
                     return
                 finally:
-                    clock._local.train_s = getattr(clock._local, "train_s", 0.0) + (
-                        time.perf_counter() - started
+                    local.train_s = getattr(local, "train_s", 0.0) + (time.perf_counter() - started)
+                    local.train_cpu_s = getattr(local, "train_cpu_s", 0.0) + (
+                        time.thread_time() - started_cpu
                     )
                 yield item
 
         def timed_answer(self: Any, task: Any, downlink: Any, **options: Any) -> Any:
-            clock._local.train_s = 0.0
-            started = time.perf_counter()
+            local = clock._local
+            local.train_s = local.train_cpu_s = 0.0
+            started, started_cpu = time.perf_counter(), time.thread_time()
             try:
                 return answer(self, task, downlink, **options)
             finally:
                 elapsed = time.perf_counter() - started
-                clock.sink(TaskTime(task.round, elapsed, clock._local.train_s))
+                cpu = time.thread_time() - started_cpu
+                clock.sink(TaskTime(task.round, elapsed, local.train_s, cpu, local.train_cpu_s))
 
         worker_module.Worker.answer = timed_answer  # type: ignore[method-assign]
         worker_module.file_updates = timed_train  # type: ignore[attr-defined]
@@ -190,7 +202,10 @@ def file_sink(folder: Path) -> Callable[[TaskTime], None]:
 
     def sink(t: TaskTime) -> None:
         with path.open("a", encoding="utf-8") as out:
-            out.write(f"{t.round}\t{t.handle_s:.9f}\t{t.train_s:.9f}\n")
+            out.write(
+                f"{t.round}\t{t.handle_s:.9f}\t{t.train_s:.9f}"
+                f"\t{t.handle_cpu_s:.9f}\t{t.train_cpu_s:.9f}\n"
+            )
 
     return sink
 
@@ -200,6 +215,6 @@ def read_clock_dir(folder: Path) -> list[TaskTime]:
     records = []
     for path in sorted(folder.glob("*.tsv")):
         for line in path.read_text(encoding="utf-8").splitlines():
-            round_, handle_s, train_s = line.split("\t")
-            records.append(TaskTime(int(round_), float(handle_s), float(train_s)))
+            round_, *spans = line.split("\t")
+            records.append(TaskTime(int(round_), *(float(x) for x in spans)))
     return records

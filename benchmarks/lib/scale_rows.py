@@ -8,6 +8,7 @@ is the time between the ends of consecutive rounds.
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,11 @@ class Row:
     cpu_s_per_round: float | None = None
     """CPU seconds of the whole process tree per timed round (median): what a round costs
     whatever else the shared machine runs."""
+    training_cpu_s: float | None = None
+    """The workers' training per round in their threads' CPU time; below ``training_s``
+    by the time the workers waited for a core."""
+    worker_overhead_cpu_s: float | None = None
+    """``worker_overhead_s`` in CPU time."""
 
 
 def _median(values: Sequence[float]) -> float:
@@ -85,14 +91,22 @@ def round_seconds(ends: Sequence[float]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(ends)]
 
 
-def per_round(tasks: Sequence[TaskTime], rounds: Sequence[int]) -> tuple[list[float], list[float]]:
-    """Per round of ``rounds``: the summed training, and the summed handling less training."""
+def per_round(
+    tasks: Sequence[TaskTime], rounds: Sequence[int], *, cpu: bool = False
+) -> tuple[list[float], list[float]]:
+    """Per round of ``rounds``: the summed training, and the summed handling less training.
+
+    ``cpu``: in the workers' CPU time instead of wall time.
+    """
     train = {t: 0.0 for t in rounds}
     overhead = {t: 0.0 for t in rounds}
     for task in tasks:
         if task.round in train:
-            train[task.round] += task.train_s
-            overhead[task.round] += task.handle_s - task.train_s
+            handle, trained = (
+                (task.handle_cpu_s, task.train_cpu_s) if cpu else (task.handle_s, task.train_s)
+            )
+            train[task.round] += trained
+            overhead[task.round] += handle - trained
     return [train[t] for t in rounds], [overhead[t] for t in rounds]
 
 
@@ -128,6 +142,7 @@ def build_row(trace: Trace) -> Row:
     times = round_seconds(trace.round_ends)
     timed_rounds = list(range(2, len(trace.round_ends) + 1))
     train, overhead = per_round(trace.tasks, timed_rounds)
+    train_cpu, overhead_cpu = per_round(trace.tasks, timed_rounds, cpu=True)
     own = [sum(t.get(p, 0.0) for p in OWN_WORK) for t in trace.timings[1:]]
     phases = sorted({p for t in trace.timings for p in t})
     phase_s = {p: _median([t.get(p, 0.0) for t in trace.timings[1:]]) for p in phases}
@@ -158,4 +173,11 @@ def build_row(trace: Trace) -> Row:
         startup_s=trace.round_starts[0] - trace.launched if trace.round_starts else float("nan"),
         load_average=trace.load_average,
         cpu_s_per_round=_median(round_seconds(trace.cpu_s)) if len(trace.cpu_s) > 1 else None,
+        training_cpu_s=_finite(_median(train_cpu)),
+        worker_overhead_cpu_s=_finite(_median(overhead_cpu)),
     )
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or ``None`` when it is not a number (records without CPU times)."""
+    return value if math.isfinite(value) else None

@@ -77,12 +77,25 @@ __all__ = [
     "app",
     "build_client_app",
     "enrolled_app",
+    "state_key",
 ]
 
 RedTeamFactory = Callable[[RunConfig], RedTeam | None]
 REPLICA_STATE = "phalanx.replica"
+"""Node state: a worker's copy of the global model (and its codec's history)."""
 COMPUTE_STATE = "phalanx.compute"
 """Node state: the round a compute budget is being spent on, and the seconds spent."""
+
+
+def state_key(name: str, worker: int) -> str:
+    """Return the node-state key of worker ``worker``'s ``name``.
+
+    Keyed by worker, since a node of Flower's simulation may host several workers
+    (:class:`~phalanx.flower.simulation.SimulationEngine`'s ``nodes``); a deployed
+    node is one client, and its key names the worker it is in the run.
+    """
+    return f"{name}.{worker}"
+
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +237,7 @@ def _spent(context: Context, task: Task) -> float:
     """
     if task.budget_s is None:
         return 0.0
-    record = context.state.config_records.get(COMPUTE_STATE)
+    record = context.state.config_records.get(state_key(COMPUTE_STATE, task.worker))
     if record is None or record.get("round") != _round_key(task):
         return 0.0
     spent = record.get("spent_s")
@@ -297,20 +310,20 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
                 model_shape=task.model_shape,
                 slow_compute_s=who.slow_compute_s,
             )
-            saved = context.state.array_records.get(REPLICA_STATE)
+            saved = context.state.array_records.get(state_key(REPLICA_STATE, task.worker))
             if saved is not None:
                 worker.replica.restore({k: v.numpy() for k, v in saved.items()})
             answer = worker.answer(task, downlink, spent_s=_spent(context, task))
             reply = answer.reply
             if task.budget_s is not None:
-                context.state[COMPUTE_STATE] = ConfigRecord(
+                context.state[state_key(COMPUTE_STATE, task.worker)] = ConfigRecord(
                     {"round": _round_key(task), "spent_s": answer.spent_s}
                 )
             if who.delay_s:
                 time.sleep(who.delay_s)
             state = worker.replica.state()
             if state:
-                context.state[REPLICA_STATE] = ArrayRecord(
+                context.state[state_key(REPLICA_STATE, task.worker)] = ArrayRecord(
                     array_dict={k: Array(np.array(v, order="C")) for k, v in state.items()}
                 )
             return Message(reply_content(reply), reply_to=message)

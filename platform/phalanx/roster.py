@@ -126,29 +126,52 @@ class RosterSource(Protocol):
 
 @dataclass(frozen=True)
 class SimulatedRoster:
-    """Simulated identities of run ``run_id``, worker ``i`` on the ``i``-th smallest node id."""
+    """Simulated identities of run ``run_id``, worker ``i`` on the ``i``-th smallest node id.
+
+    Parameters
+    ----------
+    run_id : str
+        The run, which the identities are derived from.
+    nodes : int, optional
+        How many nodes the workers share: worker ``i`` sits on the ``(i mod nodes)``-th
+        smallest node id (Flower's simulation engine sweeps every virtual node for
+        messages every 0.1 s, so fewer nodes cost its ServerApp less; see
+        :class:`~phalanx.flower.simulation.SimulationEngine`). ``None``: a node per
+        worker, as ``flwr run`` starts them.
+    """
 
     run_id: str
+    nodes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes is not None and self.nodes < 1:
+            raise ValueError(f"workers need at least 1 node to share, got {self.nodes}")
 
     @property
     def backend(self) -> Literal["simulation"]:
         """Simulated workers."""
         return "simulation"
 
+    def needed(self, num_workers: int) -> int:
+        """How many nodes ``num_workers`` workers sit on."""
+        return num_workers if self.nodes is None else min(self.nodes, num_workers)
+
     def seat(self, online: Collection[int], num_workers: int) -> Roster | None:
-        """Seat every worker once ``num_workers`` nodes are connected."""
+        """Seat every worker once the nodes they share are connected."""
+        needed = self.needed(num_workers)
         nodes = sorted(online)
-        if len(nodes) < num_workers:
+        if len(nodes) < needed:
             return None
         identities = simulated_roster(self.run_id, num_workers)
-        seats = zip(identities, nodes[:num_workers], strict=True)
-        return Roster(tuple(Seat(i.client_id, i.public_key, node) for i, node in seats))
+        return Roster(
+            tuple(Seat(i.client_id, i.public_key, nodes[i.worker % needed]) for i in identities)
+        )
 
     def shortfall(self, online: Collection[int], num_workers: int) -> str:
         """Count the connected nodes (``flwr run`` starts as many as it is told)."""
         return (
             f"{len(online)} SuperNodes were connected; with `flwr run`, pass "
-            f"`--federation-config num-supernodes={num_workers}`"
+            f"`--federation-config num-supernodes={self.needed(num_workers)}`"
         )
 
 

@@ -96,6 +96,24 @@ def test_simulated_workers_take_the_smallest_nodes_with_identities_derived_from_
     assert SimulatedRoster("run-1").seat({1, 2}, 3) is None
 
 
+def test_simulated_workers_share_the_nodes_they_are_given_in_turn() -> None:
+    roster = SimulatedRoster("run-1", nodes=3).seat({40, 3, 17, 8, 90}, 7)
+    assert roster is not None
+    assert roster.node_of_worker == {0: 3, 1: 8, 2: 17, 3: 3, 4: 8, 5: 17, 6: 3}
+    assert [m.client_id for m in roster.members.values()] == [
+        simulated_identity("run-1", w).client_id for w in range(7)
+    ]
+    # No more nodes than workers are needed; fewer than the nodes to share wait.
+    assert SimulatedRoster("run-1", nodes=8).seat({5, 6}, 2) is not None
+    assert SimulatedRoster("run-1", nodes=3).seat({1, 2}, 7) is None
+
+
+@pytest.mark.parametrize("nodes", [0, -3])
+def test_workers_cannot_share_fewer_than_one_node(nodes: int) -> None:
+    with pytest.raises(ValueError, match="at least 1 node"):
+        SimulatedRoster("run-1", nodes=nodes)
+
+
 def test_waiting_asks_the_source_again_until_enough_clients_are_online() -> None:
     source = FakeEnrolled(_enrolled(1, 2), _enrolled(1, 2), _enrolled(1, 2, 3))
     roster = wait_for_roster(lambda: {1, 2, 3}, source, 3, timeout=30, interval=0)
@@ -116,3 +134,5 @@ def test_a_simulation_short_of_nodes_says_how_many_connected_and_how_to_start_mo
         "the run needs 7 workers; after 0 s only 1 SuperNodes were connected; with `flwr run`, "
         "pass `--federation-config num-supernodes=7`"
     )
+    with pytest.raises(TimeoutError, match="num-supernodes=4"):
+        wait_for_roster(lambda: {5}, SimulatedRoster("r", nodes=4), 7, timeout=0, interval=0)

@@ -111,10 +111,9 @@ def centre_distances(values: Tensor, centre: Tensor) -> Tensor:
     """
     n, d = values.shape
     step = max(1, CHUNK_ELEMENTS // max(d, 1))
+    centre64 = centre.to(torch.float64)
     parts = [
-        torch.linalg.vector_norm(
-            values[i : i + step].to(torch.float64) - centre.to(torch.float64), dim=1
-        )
+        torch.linalg.vector_norm(values[i : i + step].to(torch.float64) - centre64, dim=1)
         for i in range(0, n, step)
     ]
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)

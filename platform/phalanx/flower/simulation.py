@@ -12,6 +12,7 @@ session folder is removed when the run ends (:func:`ray_temp_dir`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -31,7 +32,7 @@ from flwr.simulation import run_simulation
 
 from phalanx.config import RunConfig
 from phalanx.flower.server_app import build_server_app
-from phalanx.roster import RosterSource
+from phalanx.roster import RosterSource, SimulatedRoster
 from phalanx.runs.executor import Drive
 
 __all__ = [
@@ -51,6 +52,9 @@ MESSAGES_PER_ACTOR = 8
 
 MIN_WINDOW = 16
 """The smallest window of task messages out at once in a local simulation."""
+
+NODES_PER_WINDOW = 4
+"""Virtual SuperNodes of a local simulation per task message out at once (see ``nodes``)."""
 
 
 def load_client_app(reference: str = CLIENT_APP) -> ClientApp:
@@ -170,12 +174,27 @@ class SimulationEngine:
         actors work on a few at a time. By default :data:`MESSAGES_PER_ACTOR` per
         actor the local Ray runs, at least :data:`MIN_WINDOW`; on a Ray cluster, whose
         size is not known here, every task at once unless given.
+    nodes : int, optional
+        How many virtual SuperNodes the workers share (worker ``i`` on the
+        ``(i mod nodes)``-th, :class:`~phalanx.roster.SimulatedRoster`): Flower's
+        engine asks every virtual node for its next message every 0.1 s, a cost its
+        ServerApp's process pays in proportion to the nodes, while a node's messages
+        are computed one at a time on Ray's few actors whichever node they go to. Each
+        worker keeps its own identity and state (its replica of the model) on its
+        node, and its node is sent its workers' messages in turn. By default
+        :data:`NODES_PER_WINDOW` per message of the window, a node per worker on a Ray
+        cluster (no window) or when there are fewer workers.
     """
 
     ray_address: str | None = None
     client_app: str = CLIENT_APP
     cpus_per_worker: float = 1.0
     window: int | None = None
+    nodes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes is not None and self.nodes < 1:
+            raise ValueError(f"the workers need at least 1 node to share, got {self.nodes}")
 
     def connect(self, config: RunConfig, roster: RosterSource, drive: Drive) -> None:
         """Start the virtual SuperNodes and a ServerApp that calls ``drive``; wait for both."""
@@ -204,10 +223,17 @@ class SimulationEngine:
         if window is None and "num_cpus" in init_args:
             actors = int(init_args["num_cpus"] // max(self.cpus_per_worker, 1e-9))
             window = max(MIN_WINDOW, MESSAGES_PER_ACTOR * max(actors, 1))
+        nodes = self.nodes
+        if nodes is None and window is not None:
+            nodes = NODES_PER_WINDOW * window
+        supernodes = config.assignment.num_workers
+        if nodes is not None and isinstance(roster, SimulatedRoster):
+            roster = dataclasses.replace(roster, nodes=nodes)
+            supernodes = roster.needed(supernodes)
         with quiet_flower():
             run_simulation(
                 server_app=build_server_app(config, roster, drive, window=window),
                 client_app=load_client_app(self.client_app),
-                num_supernodes=config.assignment.num_workers,
+                num_supernodes=supernodes,
                 backend_config=backend_config,
             )

@@ -63,6 +63,11 @@ class GridTransport:
       it (its Ray actors work on a few messages at a time anyway); a deployment, whose
       SuperNodes all work at once, sends every task at once (``None``).
 
+    With a window, a node also has at most one of the round's messages out at once:
+    a node of the simulation engine may host several workers, whose messages it is
+    sent in turn, as a SuperNode handles its own, so that two messages to one node
+    are never computed at once on one copy of its state.
+
     Parameters
     ----------
     grid : Grid
@@ -127,7 +132,7 @@ class GridTransport:
         self._exchanges += 1
         oldest = self._exchanges - LATE_WINDOW
         earlier = {mid: seen for mid, seen in self._outstanding.items() if seen[2] >= oldest}
-        unsent = deque(tasks)
+        unsent = _Unsent(tasks, self.node_of_worker, one_per_node=self.window is not None)
         bytes_down = 0
         pushed: dict[str, float] = {}
         task_of_message: dict[str, Task] = {}
@@ -135,7 +140,7 @@ class GridTransport:
 
         def push(count: int) -> None:
             nonlocal bytes_down
-            batch = [unsent.popleft() for _ in range(min(count, len(unsent)))]
+            batch = unsent.take(count)
             if not batch:
                 return
             messages = [self._message(task, downlink) for task in batch]
@@ -146,6 +151,8 @@ class GridTransport:
                     task_of_message[mid] = task
                     pushed[mid] = now
                     pending.add(mid)
+                else:  # not stored: its node is free for the next
+                    unsent.answered(task)
 
         push(len(unsent) if self.window is None else self.window)
         started = time.monotonic()
@@ -168,6 +175,7 @@ class GridTransport:
                 arrived = True
                 pending.discard(mid)
                 task = task_of_message[mid]
+                unsent.answered(task)
                 outcome = _outcome(message, task.worker)
                 if isinstance(outcome, Reply):
                     # What the message asked, by the transport's own record of it.
@@ -262,6 +270,53 @@ class GridTransport:
 def _report(message: Message, worker: int) -> EvaluationReport | Rejection:
     """Read one worker's evaluation report, or why there is none (as :func:`_outcome`)."""
     return _read(message, worker, read_evaluation)
+
+
+class _Unsent:
+    """A round's tasks not sent yet, in order; with ``one_per_node``, one out per node at once.
+
+    :meth:`take` hands out the next tasks whose nodes have none of the round's messages
+    out (in the order given, a node's own in turn); :meth:`answered` frees a task's
+    node again. Without ``one_per_node`` tasks go out in order, whatever their nodes.
+    """
+
+    def __init__(
+        self, tasks: Sequence[Task], node_of_worker: Mapping[int, int], *, one_per_node: bool
+    ) -> None:
+        self.node_of_worker = node_of_worker
+        self.one_per_node = one_per_node
+        self._in_order: deque[Task] = deque(() if one_per_node else tasks)
+        self._by_node: dict[int, deque[Task]] = {}
+        if one_per_node:
+            for task in tasks:
+                self._by_node.setdefault(node_of_worker[task.worker], deque()).append(task)
+        self._busy: set[int] = set()
+        self._left = len(tasks)
+
+    def __len__(self) -> int:
+        return self._left
+
+    def take(self, count: int) -> list[Task]:
+        """Up to ``count`` next tasks that may go out now."""
+        if not self.one_per_node:
+            batch = [self._in_order.popleft() for _ in range(min(count, len(self._in_order)))]
+        else:
+            batch = []
+            for node, waiting in self._by_node.items():
+                if len(batch) >= count:
+                    break
+                if node not in self._busy:
+                    batch.append(waiting.popleft())
+                    self._busy.add(node)
+            for node in {self.node_of_worker[t.worker] for t in batch}:
+                if not self._by_node[node]:
+                    del self._by_node[node]
+        self._left -= len(batch)
+        return batch
+
+    def answered(self, task: Task) -> None:
+        """``task``'s message is no longer out: its node may be sent the next."""
+        self._busy.discard(self.node_of_worker[task.worker])
 
 
 def _outcome(message: Message, worker: int) -> Reply | Rejection:

@@ -64,6 +64,7 @@ def test_the_training_share_is_the_timed_rounds_training_over_their_time() -> No
     assert row.training_share == pytest.approx((0.7 + 0.6 + 0.1) / 7.0)
     assert row.training_s == pytest.approx(0.6)
     assert row.worker_overhead_s == pytest.approx(0.3)
+    assert row.training_cpu_s is None  # records without CPU times
 
 
 def test_the_coordinators_own_work_leaves_out_the_exchange_and_the_evaluation() -> None:
@@ -95,3 +96,9 @@ def test_tasks_of_untimed_rounds_are_left_out() -> None:
     train, overhead = per_round([TaskTime(1, 9.0, 9.0), TaskTime(2, 1.0, 0.25)], [2, 3])
     assert train == [0.25, 0.0]
     assert overhead == [0.75, 0.0]
+
+
+def test_the_same_sums_in_cpu_time_come_from_the_cpu_spans() -> None:
+    tasks = [TaskTime(2, 1.0, 0.5, 0.5, 0.25), TaskTime(2, 1.0, 0.5, 0.25, 0.125)]
+    assert per_round(tasks, [2], cpu=True) == ([0.375], [0.375])
+    assert per_round(tasks, [2]) == ([1.0], [1.0])

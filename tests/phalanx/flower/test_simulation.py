@@ -72,7 +72,11 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
         },
     )
     run_id = "sim-low-rank"
-    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine())
+    # Seven workers on three virtual nodes: each keeps its own state on the node it
+    # shares, and a node computes its workers' messages in turn.
+    flower = execute_run(
+        config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine(nodes=3)
+    )
     train = load_dataset(config.data.dataset, "train")
     workers = {
         ident.worker: Worker(
@@ -85,7 +89,8 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
             config, run_id=run_id, sink=FakeSink(), transport=InProcessTransport(workers)
         )
     # Each worker's error memory lives in Flower's node state between rounds; a lost or
-    # stale memory would change the updates, and so the model, from round 2 on.
+    # stale memory (or another worker's, on the same node) would change the updates, and
+    # so the model, from round 2 on.
     assert [r.model_digest for r in flower] == [r.model_digest for r in local]
     assert all(not r.rejected for r in flower)
     assert all(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from flwr.app import Message
@@ -75,6 +76,13 @@ def tasks() -> list[Task]:
     return [planned_task(CONFIG, len(train.y), 1, w) for w in range(len(NODES))]
 
 
+def one_node_each(everyone: list[Task]) -> object:
+    """The exchange of ``everyone`` with a node per worker and every message out at once."""
+    transport = GridTransport(FakeGrid(build_client_app(), NODES.values()), NODES, "{}")  # type: ignore[arg-type]
+    transport.run_config_json = CONFIG.model_dump_json()
+    return transport.exchange(everyone, downlink())  # type: ignore[arg-type]
+
+
 def downlink() -> object:
     model = init_model("mlp", in_channels=1, image_size=8, num_classes=10, seed=CONFIG.seed)
     return PlainChannel(flatten_params(model)).downlink()
@@ -116,11 +124,9 @@ def test_at_most_a_window_of_messages_is_out_and_every_task_is_answered(
         timeout=10.0,
         window=window,
     )
-    unwindowed = GridTransport(FakeGrid(build_client_app(), NODES.values()), NODES, "{}")  # type: ignore[arg-type]
-    unwindowed.run_config_json = CONFIG.model_dump_json()
 
     exchange = transport.exchange(everyone, downlink())  # type: ignore[arg-type]
-    reference = unwindowed.exchange(everyone, downlink())  # type: ignore[arg-type]
+    reference: Any = one_node_each(everyone)
 
     assert max(grid.out) <= window
     assert sorted(r.worker for r in exchange.replies) == list(range(len(NODES)))
@@ -135,3 +141,47 @@ def test_a_window_below_one_or_a_cap_below_the_first_wait_is_refused() -> None:
         GridTransport(grid, NODES, "{}", window=0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="poll_interval <= max_poll_interval"):
         GridTransport(grid, NODES, "{}", poll_interval=0.5, max_poll_interval=0.1)  # type: ignore[arg-type]
+
+
+class SharedNodesGrid(SlowGrid):
+    """:class:`SlowGrid` whose nodes each host several workers; it records each push's nodes."""
+
+    def __init__(self, nodes: list[int]) -> None:
+        FakeGrid.__init__(self, build_client_app(), nodes)
+        self.ready_at = {nodes[0]: 3}
+        self.pulls = 0
+        self.out = []
+        self.out_by_node: list[dict[int, int]] = []
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = super().push_messages(messages)
+        counts: dict[int, int] = {}
+        for reply in self.replies.values():
+            counts[reply.metadata.src_node_id] = counts.get(reply.metadata.src_node_id, 0) + 1
+        self.out_by_node.append(counts)
+        return ids
+
+
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_a_node_hosting_several_workers_has_one_message_out_at_a_time(
+    clock: FakeClock, window: int
+) -> None:
+    everyone = tasks()
+    shared = [NODE_BASE + n for n in range(3)]
+    node_of_worker = {w: shared[w % 3] for w in NODES}
+    grid = SharedNodesGrid(shared)
+    transport = GridTransport(
+        grid,  # type: ignore[arg-type]
+        node_of_worker,
+        CONFIG.model_dump_json(),
+        timeout=10.0,
+        window=window,
+    )
+
+    exchange = transport.exchange(everyone, downlink())  # type: ignore[arg-type]
+    expected: Any = one_node_each(everyone)
+
+    assert all(n <= 1 for counts in grid.out_by_node for n in counts.values())
+    assert max(sum(counts.values()) for counts in grid.out_by_node) <= window
+    payloads = {r.worker: r.payloads for r in exchange.replies}
+    assert payloads == {r.worker: r.payloads for r in expected.replies}
