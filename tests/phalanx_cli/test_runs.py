@@ -99,10 +99,19 @@ def test_run_prints_a_json_summary_that_matches_the_database(
         assert run.summary == summary | {"model_digest": run.final_model_digest}
 
 
-def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path) -> None:
+def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path, ray_head: str) -> None:
     rounds = 6
+    # The run left alone, for its model: on the test process's Ray head, which spares
+    # it the start of a Ray of its own (Ray does not enter the model). The run killed
+    # and resumed is what is under test: a Ray of its own each time, as by default.
     straight = _phalanx(
-        "run", str(_config(tmp_path, rounds)), "--format", "json", env=_env(tmp_path / "a")
+        "run",
+        str(_config(tmp_path, rounds)),
+        "--ray-address",
+        ray_head,
+        "--format",
+        "json",
+        env=_env(tmp_path / "a"),
     )
     assert straight.returncode == 0, straight.stderr
     expected = json.loads(straight.stdout)["model_digest"]

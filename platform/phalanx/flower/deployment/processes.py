@@ -43,6 +43,8 @@ class ProcessFailedError(RuntimeError):
 
 
 _GONE = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
+_KILLED_WITHIN_S = 10.0
+"""How long :func:`stop_all` waits for processes it sent SIGKILL to be gone."""
 
 
 @dataclass(frozen=True)
@@ -274,10 +276,19 @@ def _terminate(processes: Sequence[ProcessId]) -> None:
 
 
 def _kill_after(processes: Sequence[ProcessId], deadline: float) -> None:
-    """Wait until every process is gone or ``deadline`` (monotonic) passes; SIGKILL the rest."""
+    """Wait until every process is gone or ``deadline`` (monotonic) passes; SIGKILL the rest.
+
+    Returns once the killed ones are gone too (SIGKILL takes effect in a moment, not
+    at once), or after :data:`_KILLED_WITHIN_S` seconds.
+    """
     while any(p.alive() for p in processes) and time.monotonic() < deadline:
         time.sleep(0.1)
+    killed = []
     for noted in processes:
         if (process := noted.process()) is not None:
             with contextlib.suppress(psutil.Error):
                 process.kill()
+                killed.append(noted)
+    gone_by = time.monotonic() + _KILLED_WITHIN_S
+    while any(p.alive() for p in killed) and time.monotonic() < gone_by:
+        time.sleep(0.05)
