@@ -163,12 +163,18 @@ def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path, ray_head
     assert summary["model_digest"] == expected
 
 
-def test_a_run_whose_workers_all_fail_exits_non_zero_with_one_line(tmp_path: Path) -> None:
+def test_a_run_whose_workers_all_fail_exits_non_zero_with_one_line(
+    tmp_path: Path, ray_head: str
+) -> None:
     config = _config(tmp_path, 3)
     config.write_text(
         config.read_text().replace("[training]", "[training]\nlocal_lr = 1e30\nlocal_steps = 2")
     )
-    result = _phalanx("run", str(config), "--format", "json", env=_env(tmp_path))
+    # On the test process's Ray head: what is under test is what the run says, and a
+    # Ray of the run's own would only add its start (the JSON summary test covers it).
+    result = _phalanx(
+        "run", str(config), "--ray-address", ray_head, "--format", "json", env=_env(tmp_path)
+    )
     assert result.returncode == 1, result.stderr
     assert result.stdout == ""
     (line,) = [s for s in result.stderr.splitlines() if "failed" in s and "run " in s]
