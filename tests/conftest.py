@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.codec",
     "tests.fixtures.deployment",
+    "tests.fixtures.ray",
 ]
 
 # Hypothesis's per-example deadline is a wall-clock assertion; these machines are shared.

@@ -99,10 +99,19 @@ def test_run_prints_a_json_summary_that_matches_the_database(
         assert run.summary == summary | {"model_digest": run.final_model_digest}
 
 
-def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path) -> None:
+def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path, ray_head: str) -> None:
     rounds = 6
+    # The run left alone, for its model: on the test process's Ray head, which spares
+    # it the start of a Ray of its own (Ray does not enter the model). The run killed
+    # and resumed is what is under test: a Ray of its own each time, as by default.
     straight = _phalanx(
-        "run", str(_config(tmp_path, rounds)), "--format", "json", env=_env(tmp_path / "a")
+        "run",
+        str(_config(tmp_path, rounds)),
+        "--ray-address",
+        ray_head,
+        "--format",
+        "json",
+        env=_env(tmp_path / "a"),
     )
     assert straight.returncode == 0, straight.stderr
     expected = json.loads(straight.stdout)["model_digest"]
@@ -154,12 +163,18 @@ def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path) -> None:
     assert summary["model_digest"] == expected
 
 
-def test_a_run_whose_workers_all_fail_exits_non_zero_with_one_line(tmp_path: Path) -> None:
+def test_a_run_whose_workers_all_fail_exits_non_zero_with_one_line(
+    tmp_path: Path, ray_head: str
+) -> None:
     config = _config(tmp_path, 3)
     config.write_text(
         config.read_text().replace("[training]", "[training]\nlocal_lr = 1e30\nlocal_steps = 2")
     )
-    result = _phalanx("run", str(config), "--format", "json", env=_env(tmp_path))
+    # On the test process's Ray head: what is under test is what the run says, and a
+    # Ray of the run's own would only add its start (the JSON summary test covers it).
+    result = _phalanx(
+        "run", str(config), "--ray-address", ray_head, "--format", "json", env=_env(tmp_path)
+    )
     assert result.returncode == 1, result.stderr
     assert result.stdout == ""
     (line,) = [s for s in result.stderr.splitlines() if "failed" in s and "run " in s]

@@ -39,6 +39,7 @@ from phalanx.flower.deployment.processes import (
     flower_environment,
     free_port,
     start_process,
+    stop_all,
     wait_until,
 )
 from phalanx.flower.deployment.superlink import RunningSuperLink
@@ -78,8 +79,7 @@ class Processes:
 
     def stop_all(self) -> list[ProcessId]:
         tree = [p for process in self.started for p in process.descendants()]
-        for process in reversed(self.started):
-            process.stop()
+        stop_all(self.started, timeout=3.0)  # all at once: each shutdown takes seconds
         return [p for p in tree if p.alive()]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from phalanx.flower.simulation import SimulationEngine
@@ -25,10 +27,12 @@ class FakeSink:
         self.reports.append(report)
 
 
-def test_flower_simulation_flags_every_adversary_and_no_honest_worker() -> None:
+def test_flower_simulation_flags_every_adversary_and_no_honest_worker(
+    ray_engine: SimulationEngine,
+) -> None:
     config = small_config(rounds=2)
     sink = FakeSink()
-    reports = execute_run(config, run_id="sim-test", sink=sink, transport=SimulationEngine())
+    reports = execute_run(config, run_id="sim-test", sink=sink, transport=ray_engine)
     truth = adversaries(config)
     assert [r.round for r in reports] == [1, 2]
     assert sink.reports == reports
@@ -40,9 +44,11 @@ def test_flower_simulation_flags_every_adversary_and_no_honest_worker() -> None:
     assert (summary.precision, summary.recall) == (1.0, 1.0)
 
 
-def test_codec_through_flower_keeps_worker_state_between_rounds() -> None:
+def test_codec_through_flower_keeps_worker_state_between_rounds(
+    ray_engine: SimulationEngine,
+) -> None:
     config = small_config(rounds=3, detection={"mode": "exact"}, codec={"enabled": True})
-    reports = execute_run(config, run_id="sim-codec", sink=FakeSink(), transport=SimulationEngine())
+    reports = execute_run(config, run_id="sim-codec", sink=FakeSink(), transport=ray_engine)
     truth = adversaries(config)
     for report in reports:
         assert set(report.flagged) == truth
@@ -53,7 +59,9 @@ def test_codec_through_flower_keeps_worker_state_between_rounds() -> None:
     assert reports[2].bytes_down < reports[0].bytes_down / 4
 
 
-def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run() -> None:
+def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
+    ray_engine: SimulationEngine,
+) -> None:
     from phalanx.data import load_dataset
     from phalanx.roster import simulated_roster
     from phalanx_clients.inprocess import InProcessTransport
@@ -74,9 +82,8 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
     run_id = "sim-low-rank"
     # Seven workers on three virtual nodes: each keeps its own state on the node it
     # shares, and a node computes its workers' messages in turn.
-    flower = execute_run(
-        config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine(nodes=3)
-    )
+    engine = dataclasses.replace(ray_engine, nodes=3)
+    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=engine)
     train = load_dataset(config.data.dataset, "train")
     workers = {
         ident.worker: Worker(
@@ -98,7 +105,9 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
     )
 
 
-def test_an_attack_on_local_data_through_flower_matches_the_in_process_run() -> None:
+def test_an_attack_on_local_data_through_flower_matches_the_in_process_run(
+    ray_engine: SimulationEngine,
+) -> None:
     # ALIE is not flagged, so both adversaries' forged updates, each computed from the
     # reference crowd that its ClientApp process derives for itself, enter the aggregate.
     config = local_config(
@@ -107,7 +116,7 @@ def test_an_attack_on_local_data_through_flower_matches_the_in_process_run() -> 
         attack={"name": "alie", "q": 2},
     )
     run_id = "sim-local-alie"
-    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine())
+    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=ray_engine)
     with one_torch_thread():  # as the ClientApp trains: the float sums depend on it
         local = execute_run(
             config, run_id=run_id, sink=FakeSink(), transport=inprocess_transport(config, run_id)
@@ -126,12 +135,14 @@ def test_an_attack_on_local_data_through_flower_matches_the_in_process_run() -> 
         assert a.clients == b.clients
 
 
-def test_a_local_data_run_through_flower_matches_the_in_process_run() -> None:
+def test_a_local_data_run_through_flower_matches_the_in_process_run(
+    ray_engine: SimulationEngine,
+) -> None:
     # Each simulated ClientApp derives its own part of the seeded partition from the run
     # config; the in-process workers are given theirs: the same parts, the same updates.
     config = local_config(rounds=2, data={"partition": {"kind": "dirichlet", "alpha": 0.5}})
     run_id = "sim-local"
-    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=SimulationEngine())
+    flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=ray_engine)
     with one_torch_thread():  # as the ClientApp trains: the float sums depend on it
         local = execute_run(
             config, run_id=run_id, sink=FakeSink(), transport=inprocess_transport(config, run_id)

@@ -12,7 +12,9 @@ from tests.support.coordinator_runs import FakeSink, run
 pytestmark = pytest.mark.slow
 
 
-def test_an_async_run_through_flower_matches_the_in_process_run() -> None:
+def test_an_async_run_through_flower_matches_the_in_process_run(
+    ray_engine: SimulationEngine,
+) -> None:
     config = small_config(
         rounds=3,
         assignment={"scheme": "none", "num_workers": 5, "r": 1},
@@ -27,9 +29,7 @@ def test_an_async_run_through_flower_matches_the_in_process_run() -> None:
         asynchronous={"enabled": True, "buffer_size": 3, "max_staleness": 2},
     )
     flower = FakeSink()
-    reports = execute_run(
-        config, run_id="run-under-test", sink=flower, transport=SimulationEngine()
-    )
+    reports = execute_run(config, run_id="run-under-test", sink=flower, transport=ray_engine)
     local = run(config)
     assert [r.round for r in reports] == [1, 2, 3]
     assert not any(r.flagged or r.rejected for r in reports)

@@ -164,7 +164,7 @@ def honest_median_run() -> Arrays:
 
 
 @pytest.fixture(scope="module")
-def simulated() -> dict[str, Any]:
+def simulated(ray_head: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     run_simulation(
         server_app=build_server_app(out),
@@ -173,10 +173,8 @@ def simulated() -> dict[str, Any]:
         backend_config={
             "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
             "init_args": {
-                # A Ray of its own, never a head another test started beside this one.
-                "address": "local",
-                "num_cpus": 2,
-                "include_dashboard": False,
+                # The test process's own head, never one another test started beside it.
+                "address": ray_head,
                 "logging_level": logging.WARNING,
                 "log_to_driver": False,
             },

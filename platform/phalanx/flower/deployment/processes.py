@@ -30,6 +30,7 @@ __all__ = [
     "flower_environment",
     "free_port",
     "start_process",
+    "stop_all",
     "wait_until",
 ]
 
@@ -42,6 +43,8 @@ class ProcessFailedError(RuntimeError):
 
 
 _GONE = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
+_KILLED_WITHIN_S = 10.0
+"""How long :func:`stop_all` waits for processes it sent SIGKILL to be gone."""
 
 
 @dataclass(frozen=True)
@@ -117,23 +120,42 @@ class ManagedProcess:
     def stop(self, timeout: float = 15.0) -> int:
         """Stop the process and every descendant it started; return its exit status.
 
-        Sends SIGTERM to the process, waits up to ``timeout`` seconds, then
-        SIGKILL. Descendants noted before the signal are stopped the same way,
-        each by its pid. Calling it again returns the same status.
+        Sends SIGTERM to the process and to every descendant noted before it
+        (each by its pid), waits up to ``timeout`` seconds, then SIGKILL
+        (:func:`stop_all`). Calling it again returns the same status.
         """
-        tree = _descendants(self.pid) if self.running() else []
-        if self.running():
+        (status,) = stop_all([self], timeout)
+        return status
+
+
+def stop_all(processes: Sequence[ManagedProcess], timeout: float = 15.0) -> list[int]:
+    """Stop every process and each one's descendants at once; return their exit statuses.
+
+    Every process still running, and every descendant noted before the signals,
+    gets SIGTERM (a descendant by its pid) before any is waited for, so stopping
+    several costs the slowest shutdown, not the sum of them all, and a Flower
+    helper is told to stop with its parent, not once the parent is gone.
+    Whatever outlives ``timeout`` seconds gets SIGKILL, and so does anything a
+    descendant started meanwhile that is still there by then.
+    """
+    running = [p for p in processes if p.running()]
+    tree = [d for p in running for d in p.descendants()]
+    for process in running:
+        with contextlib.suppress(ProcessLookupError):
+            process.popen.terminate()
+    _terminate(tree)
+    deadline = time.monotonic() + timeout
+    for process in running:
+        try:
+            process.popen.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
-                self.popen.terminate()
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    self.popen.kill()
-                self.popen.wait()
-        tree += [p for t in tree for p in _descendants(t.pid) if p not in tree]
-        _stop_all(tree, timeout)
-        return self.popen.wait()
+                process.popen.kill()
+            process.popen.wait()
+    late = [p for t in tree for p in _descendants(t.pid) if p not in tree]
+    _terminate(late)
+    _kill_after([*tree, *late], deadline)
+    return [p.popen.wait() for p in processes]
 
 
 def flower_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -245,16 +267,28 @@ def _descendants(root: int) -> list[ProcessId]:
     return found
 
 
-def _stop_all(processes: Sequence[ProcessId], timeout: float) -> None:
-    """SIGTERM each process that is still the one noted, then SIGKILL what outlives ``timeout``."""
+def _terminate(processes: Sequence[ProcessId]) -> None:
+    """SIGTERM each process that is still the one noted."""
     for noted in processes:
         if (process := noted.process()) is not None:
             with contextlib.suppress(psutil.Error):
                 process.terminate()
-    deadline = time.monotonic() + timeout
+
+
+def _kill_after(processes: Sequence[ProcessId], deadline: float) -> None:
+    """Wait until every process is gone or ``deadline`` (monotonic) passes; SIGKILL the rest.
+
+    Returns once the killed ones are gone too (SIGKILL takes effect in a moment, not
+    at once), or after :data:`_KILLED_WITHIN_S` seconds.
+    """
     while any(p.alive() for p in processes) and time.monotonic() < deadline:
         time.sleep(0.1)
+    killed = []
     for noted in processes:
         if (process := noted.process()) is not None:
             with contextlib.suppress(psutil.Error):
                 process.kill()
+                killed.append(noted)
+    gone_by = time.monotonic() + _KILLED_WITHIN_S
+    while any(p.alive() for p in killed) and time.monotonic() < gone_by:
+        time.sleep(0.05)
