@@ -101,9 +101,10 @@ def test_run_prints_a_json_summary_that_matches_the_database(
 
 def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path, ray_head: str) -> None:
     rounds = 6
-    # The run left alone, for its model: on the test process's Ray head, which spares
-    # it the start of a Ray of its own (Ray does not enter the model). The run killed
-    # and resumed is what is under test: a Ray of its own each time, as by default.
+    # The run left alone, for its model, and the resumed run: on the test process's Ray
+    # head, which spares each the start of a Ray of its own (Ray does not enter the
+    # model). The run killed is on a Ray of its own, as by default, so that kill -9
+    # takes everything it started.
     straight = _phalanx(
         "run",
         str(_config(tmp_path, rounds)),
@@ -156,7 +157,9 @@ def test_a_run_killed_mid_way_resumes_to_the_same_model(tmp_path: Path, ray_head
         assert run.status == "running"
         run_id = run.id
 
-    resumed = _phalanx("run", "--resume", run_id, "--format", "json", env=env)
+    resumed = _phalanx(
+        "run", "--resume", run_id, "--ray-address", ray_head, "--format", "json", env=env
+    )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert summary["rounds"] == rounds
