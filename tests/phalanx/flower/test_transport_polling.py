@@ -83,6 +83,17 @@ def one_node_each(everyone: list[Task]) -> object:
     return transport.exchange(everyone, downlink())  # type: ignore[arg-type]
 
 
+def windowed(grid: FakeGrid, node_of_worker: dict[int, int], window: int) -> GridTransport:
+    """A transport over ``grid`` with at most ``window`` of a round's messages out."""
+    return GridTransport(
+        grid,  # type: ignore[arg-type]
+        node_of_worker,
+        CONFIG.model_dump_json(),
+        timeout=10.0,
+        window=window,
+    )
+
+
 def downlink() -> object:
     model = init_model("mlp", in_channels=1, image_size=8, num_classes=10, seed=CONFIG.seed)
     return PlainChannel(flatten_params(model)).downlink()
@@ -117,13 +128,7 @@ def test_at_most_a_window_of_messages_is_out_and_every_task_is_answered(
 ) -> None:
     everyone = tasks()
     grid = SlowGrid({0: 3, 5: 6})
-    transport = GridTransport(
-        grid,  # type: ignore[arg-type]
-        NODES,
-        CONFIG.model_dump_json(),
-        timeout=10.0,
-        window=window,
-    )
+    transport = windowed(grid, NODES, window)
 
     exchange = transport.exchange(everyone, downlink())  # type: ignore[arg-type]
     reference: Any = one_node_each(everyone)
@@ -170,13 +175,7 @@ def test_a_node_hosting_several_workers_has_one_message_out_at_a_time(
     shared = [NODE_BASE + n for n in range(3)]
     node_of_worker = {w: shared[w % 3] for w in NODES}
     grid = SharedNodesGrid(shared)
-    transport = GridTransport(
-        grid,  # type: ignore[arg-type]
-        node_of_worker,
-        CONFIG.model_dump_json(),
-        timeout=10.0,
-        window=window,
-    )
+    transport = windowed(grid, node_of_worker, window)
 
     exchange = transport.exchange(everyone, downlink())  # type: ignore[arg-type]
     expected: Any = one_node_each(everyone)
