@@ -51,14 +51,22 @@ from typing import Protocol
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
+from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
 from phalanx.flower.deployment.node_config import BYZANTINE_KEY, NodeConfigError, NodeIdentity
 from phalanx.flower.evaluation_records import evaluation_content, read_evaluation_task
-from phalanx.flower.records import fault_content, read_task, reply_content
+from phalanx.flower.records import (
+    BATCH_TYPE,
+    batch_reply_content,
+    fault_content,
+    read_batch,
+    read_task,
+    reply_content,
+)
 from phalanx.identity import PrivateKey, load_private_key_file
 from phalanx.local_data import client_data, run_partition
 from phalanx.node_data import load_node_data
@@ -85,6 +93,10 @@ REPLICA_STATE = "phalanx.replica"
 """Node state: a worker's copy of the global model (and its codec's history)."""
 COMPUTE_STATE = "phalanx.compute"
 """Node state: the round a compute budget is being spent on, and the seconds spent."""
+
+
+BATCH_ACTION = BATCH_TYPE.removeprefix("train.")
+"""The train action that answers a batch (:func:`~phalanx.flower.records.batch_content`)."""
 
 
 def state_key(name: str, worker: int) -> str:
@@ -282,6 +294,48 @@ def _private_key(path: Path, modified_ns: int) -> PrivateKey:
     return load_private_key_file(path)
 
 
+def _answer(
+    source: IdentitySource, task: Task, downlink: Downlink, config_json: str, context: Context
+) -> RecordDict:
+    """Compute one worker's answer to ``task``: its reply, or its fault, never a crash.
+
+    The worker's replica and the compute its round has spent are kept in the node's
+    state under the worker's own keys (:func:`state_key`).
+    """
+    try:
+        config = _run_config(config_json)
+        who = source(task, config, context)
+        worker = Worker(
+            config=config,
+            train_set=_worker_data(config_json, task, who),
+            client_id=who.client_id,
+            private_key=who.private_key,
+            behaviour=who.behaviour,
+            node_id=who.node_id,
+            model_shape=task.model_shape,
+            slow_compute_s=who.slow_compute_s,
+        )
+        saved = context.state.array_records.get(state_key(REPLICA_STATE, task.worker))
+        if saved is not None:
+            worker.replica.restore({k: v.numpy() for k, v in saved.items()})
+        answer = worker.answer(task, downlink, spent_s=_spent(context, task))
+        if task.budget_s is not None:
+            context.state[state_key(COMPUTE_STATE, task.worker)] = ConfigRecord(
+                {"round": _round_key(task), "spent_s": answer.spent_s}
+            )
+        if who.delay_s:
+            time.sleep(who.delay_s)
+        state = worker.replica.state()
+        if state:
+            context.state[state_key(REPLICA_STATE, task.worker)] = ArrayRecord(
+                array_dict={k: Array(np.array(v, order="C")) for k, v in state.items()}
+            )
+        return reply_content(answer.reply)
+    except Exception as exc:  # the worker's own code or data failed: say so, do not crash
+        log.exception("worker %d failed on its task", task.worker)
+        return fault_content(exc)
+
+
 def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
     """Build a ClientApp whose workers are who ``identity`` says.
 
@@ -298,38 +352,22 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
         torch.set_num_threads(1)
         try:
             task, downlink, config_json = read_task(message.content)
-            config = _run_config(config_json)
-            who = source(task, config, context)
-            worker = Worker(
-                config=config,
-                train_set=_worker_data(config_json, task, who),
-                client_id=who.client_id,
-                private_key=who.private_key,
-                behaviour=who.behaviour,
-                node_id=who.node_id,
-                model_shape=task.model_shape,
-                slow_compute_s=who.slow_compute_s,
-            )
-            saved = context.state.array_records.get(state_key(REPLICA_STATE, task.worker))
-            if saved is not None:
-                worker.replica.restore({k: v.numpy() for k, v in saved.items()})
-            answer = worker.answer(task, downlink, spent_s=_spent(context, task))
-            reply = answer.reply
-            if task.budget_s is not None:
-                context.state[state_key(COMPUTE_STATE, task.worker)] = ConfigRecord(
-                    {"round": _round_key(task), "spent_s": answer.spent_s}
-                )
-            if who.delay_s:
-                time.sleep(who.delay_s)
-            state = worker.replica.state()
-            if state:
-                context.state[state_key(REPLICA_STATE, task.worker)] = ArrayRecord(
-                    array_dict={k: Array(np.array(v, order="C")) for k, v in state.items()}
-                )
-            return Message(reply_content(reply), reply_to=message)
-        except Exception as exc:  # the worker's own code or data failed: say so, do not crash
-            log.exception("worker failed on its task")
+        except Exception as exc:  # a task this worker cannot read: say so, do not crash
+            log.exception("worker could not read its task")
             return Message(fault_content(exc), reply_to=message)
+        return Message(_answer(source, task, downlink, config_json, context), reply_to=message)
+
+    @client_app.train(BATCH_ACTION)
+    def train_batch(message: Message, context: Context) -> Message:
+        """Answer each task of a batch (the workers a virtual node hosts), each on its own."""
+        torch.set_num_threads(1)
+        try:
+            tasks, downlink, config_json = read_batch(message.content)
+        except Exception as exc:  # a batch this node cannot read: one fault for all of it
+            log.exception("node could not read its batch of tasks")
+            return Message(fault_content(exc), reply_to=message)
+        parts = [_answer(source, task, downlink, config_json, context) for task in tasks]
+        return Message(batch_reply_content(parts), reply_to=message)
 
     @client_app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:

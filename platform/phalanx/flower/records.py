@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TypeVar, cast
 
 import numpy as np
@@ -18,6 +19,11 @@ MODEL = "model"
 REPLY = "reply"
 FAULT = "fault"
 MESSAGE_TYPE = "train"
+BATCH_TYPE = "train.batch"
+"""The message type of a batch: several workers' tasks on one virtual node."""
+
+#: Most tasks a batch message may hold (a node's workers in one round).
+MAX_BATCH = 4096
 
 #: Largest file id or round number a reply may carry (they are indices, not sizes).
 MAX_ID = 2**31 - 1
@@ -35,13 +41,43 @@ class MalformedRecordError(ValueError):
 
 def task_content(task: Task, downlink: Downlink, run_config_json: str) -> RecordDict:
     """Build the content of a task message: the task, the run config and the downlink."""
-    record = ConfigRecord(
+    record = _round_record(task, downlink, run_config_json)
+    record.update(_task_record(task))
+    return RecordDict({TASK: record, MODEL: _model_record(downlink)})
+
+
+def batch_content(tasks: Sequence[Task], downlink: Downlink, run_config_json: str) -> RecordDict:
+    """Build the content of a batch message: several workers' tasks of one round, one model.
+
+    A virtual node of Flower's simulation hosts several workers; their tasks travel in
+    one message (:data:`BATCH_TYPE`), the round's fields, the run config and the
+    downlink once, each task's own fields in record ``task.<i>``.
+
+    Raises
+    ------
+    ValueError
+        When ``tasks`` is empty, longer than :data:`MAX_BATCH`, or of several rounds.
+    """
+    if not 1 <= len(tasks) <= MAX_BATCH:
+        raise ValueError(f"a batch holds 1 to {MAX_BATCH} tasks, got {len(tasks)}")
+    first = tasks[0]
+    if any((t.run_id, t.round, t.nonce) != (first.run_id, first.round, first.nonce) for t in tasks):
+        raise ValueError("a batch holds tasks of one run's one round")
+    record = _round_record(first, downlink, run_config_json)
+    record["count"] = len(tasks)
+    content = RecordDict({TASK: record, MODEL: _model_record(downlink)})
+    for i, task in enumerate(tasks):
+        content[f"{TASK}.{i}"] = _task_record(task)
+    return content
+
+
+def _round_record(task: Task, downlink: Downlink, run_config_json: str) -> ConfigRecord:
+    """Return the fields a round's tasks share: the round, the run config, the downlink."""
+    return ConfigRecord(
         {
             "run_id": task.run_id,
             "round": task.round,
             "nonce": task.nonce,
-            "worker": task.worker,
-            "files": list(task.files),
             "run_config": run_config_json,
             "downlink": downlink.kind,
             "target": downlink.target,
@@ -49,6 +85,11 @@ def task_content(task: Task, downlink: Downlink, run_config_json: str) -> Record
             "delta": downlink.delta,
         }
     )
+
+
+def _task_record(task: Task) -> ConfigRecord:
+    """Return the fields of one worker's task: who, which files, their samples, its budget."""
+    record = ConfigRecord({"worker": task.worker, "files": list(task.files)})
     if task.model_shape is not None:  # local data: the model the client builds
         record["model_shape"] = task.model_shape.as_list()
     if task.samples is not None:  # assigned data: each file's sample indices, flat
@@ -56,11 +97,14 @@ def task_content(task: Task, downlink: Downlink, run_config_json: str) -> Record
         record["sample_counts"] = [len(idx) for idx in task.samples]
     if task.budget_s is not None:  # DropCompute: seconds of compute this round
         record["budget_s"] = task.budget_s
+    return record
+
+
+def _model_record(downlink: Downlink) -> ArrayRecord:
     arrays = {f"history.{k}": v for k, v in downlink.history.items()}
     if downlink.weights is not None:
         arrays["weights"] = downlink.weights
-    model = ArrayRecord(array_dict={k: Array(np.array(v, order="C")) for k, v in arrays.items()})
-    return RecordDict({TASK: record, MODEL: model})
+    return ArrayRecord(array_dict={k: Array(np.array(v, order="C")) for k, v in arrays.items()})
 
 
 def read_task(content: RecordDict) -> tuple[Task, Downlink, str]:
@@ -73,34 +117,66 @@ def read_task(content: RecordDict) -> tuple[Task, Downlink, str]:
     """
     try:
         record = content.config_records[TASK]
-        files = tuple(_list(record, "files", int))
-        task = Task(
-            run_id=_scalar(record, "run_id", str),
-            round=_scalar(record, "round", int),
-            nonce=_scalar(record, "nonce", str),
-            worker=_scalar(record, "worker", int),
-            files=files,
-            model_shape=_model_shape(record),
-            samples=_samples(record, len(files)),
-            budget_s=_budget(record.get("budget_s")),
+        return (
+            _read_task(record, record),
+            _read_downlink(content),
+            _scalar(record, "run_config", str),
         )
-        arrays = {k: v.numpy() for k, v in content.array_records[MODEL].items()}
-        kind = _scalar(record, "downlink", str)
-        if kind not in ("full", "delta"):
-            raise MalformedRecordError(f"unknown downlink kind {kind!r}")
-        downlink = Downlink(
-            kind=kind,  # type: ignore[arg-type]
-            target=_scalar(record, "target", str),
-            weights=arrays.get("weights"),
-            history={k.removeprefix("history."): v for k, v in arrays.items() if k != "weights"},
-            delta=_scalar(record, "delta", bytes),
-            base=_scalar(record, "base", str),
-        )
-        return task, downlink, _scalar(record, "run_config", str)
     except MalformedRecordError:
         raise
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise MalformedRecordError(f"task message is malformed: {exc}") from exc
+
+
+def read_batch(content: RecordDict) -> tuple[list[Task], Downlink, str]:
+    """Parse a batch message (the worker side): its tasks, in order, the downlink, the config.
+
+    Raises
+    ------
+    MalformedRecordError
+        When any field is missing or of the wrong type, or the count is out of range.
+    """
+    try:
+        shared = content.config_records[TASK]
+        count = _scalar(shared, "count", int)
+        if not 1 <= count <= MAX_BATCH:
+            raise MalformedRecordError(f"a batch of {count} tasks is out of range")
+        tasks = [_read_task(shared, content.config_records[f"{TASK}.{i}"]) for i in range(count)]
+        return tasks, _read_downlink(content), _scalar(shared, "run_config", str)
+    except MalformedRecordError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise MalformedRecordError(f"batch message is malformed: {exc}") from exc
+
+
+def _read_task(shared: ConfigRecord, own: ConfigRecord) -> Task:
+    files = tuple(_list(own, "files", int))
+    return Task(
+        run_id=_scalar(shared, "run_id", str),
+        round=_scalar(shared, "round", int),
+        nonce=_scalar(shared, "nonce", str),
+        worker=_scalar(own, "worker", int),
+        files=files,
+        model_shape=_model_shape(own),
+        samples=_samples(own, len(files)),
+        budget_s=_budget(own.get("budget_s")),
+    )
+
+
+def _read_downlink(content: RecordDict) -> Downlink:
+    record = content.config_records[TASK]
+    arrays = {k: v.numpy() for k, v in content.array_records[MODEL].items()}
+    kind = _scalar(record, "downlink", str)
+    if kind not in ("full", "delta"):
+        raise MalformedRecordError(f"unknown downlink kind {kind!r}")
+    return Downlink(
+        kind=kind,  # type: ignore[arg-type]
+        target=_scalar(record, "target", str),
+        weights=arrays.get("weights"),
+        history={k.removeprefix("history."): v for k, v in arrays.items() if k != "weights"},
+        delta=_scalar(record, "delta", bytes),
+        base=_scalar(record, "base", str),
+    )
 
 
 def reply_content(reply: Reply) -> RecordDict:
@@ -152,6 +228,33 @@ def read_fault(content: RecordDict) -> tuple[str, str] | None:
     error = record.get("error")
     cause = one_line(error) if isinstance(error, str) else "the worker reported a failure"
     return fault_kind_named(record.get("kind")), cause
+
+
+def batch_reply_content(parts: Sequence[RecordDict]) -> RecordDict:
+    """Build the reply to a batch: the ``i``-th task's reply or fault as records ``<name>.<i>``.
+
+    Each part is what a single task's message would have answered
+    (:func:`reply_content` or :func:`fault_content`), in the batch's order.
+    """
+    content = RecordDict()
+    for i, part in enumerate(parts):
+        for name, record in part.config_records.items():
+            content[f"{name}.{i}"] = record
+    return content
+
+
+def batch_part(content: RecordDict, index: int) -> RecordDict:
+    """Return the ``index``-th task's answer in a batch reply, as a single task's would read.
+
+    A part the worker left out has neither a reply nor a fault record: reading it as
+    a reply (:func:`read_reply`) says so.
+    """
+    part = RecordDict()
+    for name in (REPLY, FAULT):
+        record = content.config_records.get(f"{name}.{index}")
+        if record is not None:
+            part[name] = record
+    return part
 
 
 def read_reply(content: RecordDict, *, worker: int) -> Reply:

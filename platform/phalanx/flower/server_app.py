@@ -63,11 +63,15 @@ class GridFederation:
     window : int, optional
         The most task messages of a round out at once (:class:`GridTransport`'s
         ``window``); ``None``, a deployment's: every task at once.
+    batch : bool
+        Send a node's tasks of a round in one message (:class:`GridTransport`'s
+        ``batch``): the simulation's, whose virtual nodes host several workers.
     """
 
     grid: Grid
     poll_interval: float = 0.2
     window: int | None = None
+    batch: bool = False
 
     def connect(self, config: RunConfig, roster: RosterSource, drive: Drive) -> None:
         """Wait for the roster's nodes, then drive the coordinator over a Grid transport.
@@ -91,6 +95,7 @@ class GridFederation:
             config.model_dump_json(),
             timeout=config.deployment.round_timeout_s,
             window=self.window,
+            batch=self.batch,
         )
         if seated.binds_nodes:
             transport = NodeBindingTransport(transport, seated.members, seated.node_of_worker)
@@ -98,17 +103,23 @@ class GridFederation:
 
 
 def build_server_app(
-    config: RunConfig, roster: RosterSource, drive: Drive, *, window: int | None = None
+    config: RunConfig,
+    roster: RosterSource,
+    drive: Drive,
+    *,
+    window: int | None = None,
+    batch: bool = False,
 ) -> ServerApp:
     """Build a ServerApp that seats ``roster`` on its Grid's nodes and calls ``drive``.
 
-    ``window``: the most task messages of a round out at once (the simulation engine's).
+    ``window``: the most task messages of a round out at once; ``batch``: a node's
+    tasks of a round in one message (both the simulation engine's).
     """
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
-        GridFederation(grid, window=window).connect(config, roster, drive)
+        GridFederation(grid, window=window, batch=batch).connect(config, roster, drive)
 
     return server_app
 

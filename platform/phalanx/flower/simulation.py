@@ -184,6 +184,11 @@ class SimulationEngine:
         node, and its node is sent its workers' messages in turn. By default
         :data:`NODES_PER_WINDOW` per message of the window, a node per worker on a Ray
         cluster (no window) or when there are fewer workers.
+    batch : bool
+        Send a node's tasks of a round in one message when the round waits for every
+        reply (:class:`~phalanx.flower.transport.GridTransport`'s ``batch``): each
+        message costs the ServerApp's process a Ray submission and a copy of the model,
+        whatever it carries. ``False`` sends one message per task (for comparison).
     """
 
     ray_address: str | None = None
@@ -191,6 +196,7 @@ class SimulationEngine:
     cpus_per_worker: float = 1.0
     window: int | None = None
     nodes: int | None = None
+    batch: bool = True
 
     def __post_init__(self) -> None:
         if self.nodes is not None and self.nodes < 1:
@@ -232,7 +238,7 @@ class SimulationEngine:
             supernodes = roster.needed(supernodes)
         with quiet_flower():
             run_simulation(
-                server_app=build_server_app(config, roster, drive, window=window),
+                server_app=build_server_app(config, roster, drive, window=window, batch=self.batch),
                 client_app=load_client_app(self.client_app),
                 num_supernodes=supernodes,
                 backend_config=backend_config,

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from flwr.app import Message
+from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 from torch import Tensor
 
@@ -24,8 +24,11 @@ from phalanx.flower.evaluation_records import (
     read_evaluation,
 )
 from phalanx.flower.records import (
+    BATCH_TYPE,
     MESSAGE_TYPE,
     MalformedRecordError,
+    batch_content,
+    batch_part,
     read_fault,
     read_reply,
     task_content,
@@ -82,6 +85,11 @@ class GridTransport:
         The shortest and the longest wait between two pulls.
     window : int, optional
         The most messages of a round out at once; ``None``: all of them.
+    batch : bool
+        Send a node's tasks of a round in one message (:data:`BATCH_TYPE`) when the
+        round waits for every reply (no listener): a virtual node of the simulation
+        hosts several workers, and each message costs the ServerApp's process a Ray
+        submission and a copy of the model whatever it carries.
     """
 
     def __init__(
@@ -94,6 +102,7 @@ class GridTransport:
         poll_interval: float = 0.005,
         max_poll_interval: float = 0.1,
         window: int | None = None,
+        batch: bool = False,
     ) -> None:
         if window is not None and window < 1:
             raise ValueError(f"window must be at least 1 message, got {window}")
@@ -109,10 +118,11 @@ class GridTransport:
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.window = window
+        self.batch = batch
         # Messages of the last LATE_WINDOW exchanges still unanswered when theirs
-        # returned, by id: (worker, when pushed, exchange, round). A reply to one that
+        # returned, by id: (workers, when pushed, exchange, round). A reply to one that
         # comes during a later exchange is late, and said so.
-        self._outstanding: dict[str, tuple[int, float, int, int]] = {}
+        self._outstanding: dict[str, tuple[tuple[int, ...], float, int, int]] = {}
         self._exchanges = 0
         # Pulls made so far: what the backoff saves is counted, never timed.
         self.pulls = 0
@@ -128,31 +138,41 @@ class GridTransport:
         one that comes during one of the next :data:`LATE_WINDOW` exchanges is counted
         there as late. A task not yet sent when its round closes (with a ``window``)
         is not sent at all.
+
+        With ``batch`` and no listener, a node's tasks go out in one message; with a
+        listener each task has its own, so that each reply is timed as it comes.
         """
         self._exchanges += 1
         oldest = self._exchanges - LATE_WINDOW
         earlier = {mid: seen for mid, seen in self._outstanding.items() if seen[2] >= oldest}
-        unsent = _Unsent(tasks, self.node_of_worker, one_per_node=self.window is not None)
+        unsent = _Unsent(
+            tasks,
+            self.node_of_worker,
+            one_per_node=self.window is not None,
+            batch=self.batch and listener is None,
+        )
         bytes_down = 0
         pushed: dict[str, float] = {}
-        task_of_message: dict[str, Task] = {}
+        tasks_of_message: dict[str, tuple[Task, ...]] = {}
         pending: set[str] = set()
 
         def push(count: int) -> None:
             nonlocal bytes_down
-            batch = unsent.take(count)
-            if not batch:
+            batches = unsent.take(count)
+            if not batches:
                 return
-            messages = [self._message(task, downlink) for task in batch]
-            bytes_down += len(batch) * (downlink.num_bytes + len(self.run_config_json))
+            messages = [self._message(batch, downlink) for batch in batches]
+            # Each worker is counted as sent its own copy: what a deployment would carry.
+            sent = sum(len(batch) for batch in batches)
+            bytes_down += sent * (downlink.num_bytes + len(self.run_config_json))
             now = time.monotonic()
-            for mid, task in zip(self.grid.push_messages(messages), batch, strict=True):
+            for mid, batch in zip(self.grid.push_messages(messages), batches, strict=True):
                 if mid:
-                    task_of_message[mid] = task
+                    tasks_of_message[mid] = batch
                     pushed[mid] = now
                     pending.add(mid)
                 else:  # not stored: its node is free for the next
-                    unsent.answered(task)
+                    unsent.answered(batch)
 
         push(len(unsent) if self.window is None else self.window)
         started = time.monotonic()
@@ -167,26 +187,27 @@ class GridTransport:
             for message in self.grid.pull_messages([*pending, *earlier]):
                 mid = message.metadata.reply_to_message_id
                 if mid in earlier:
-                    worker, sent_at, _, round_ = earlier.pop(mid)
-                    late.append(LateReply(worker, time.monotonic() - sent_at, round_))
+                    workers, sent_at, _, round_ = earlier.pop(mid)
+                    seconds = time.monotonic() - sent_at
+                    late.extend(LateReply(worker, seconds, round_) for worker in workers)
                     continue
                 if mid not in pending:
                     continue
                 arrived = True
                 pending.discard(mid)
-                task = task_of_message[mid]
-                unsent.answered(task)
-                outcome = _outcome(message, task.worker)
-                if isinstance(outcome, Reply):
-                    # What the message asked, by the transport's own record of it.
-                    outcome = dataclasses.replace(outcome, asked=task.files)
-                    replies.append(outcome)
-                    if listener is not None:
-                        listener.arrived(outcome, time.monotonic() - started)
-                else:
-                    malformed.append(outcome)
-                    if listener is not None:
-                        listener.failed(task.worker, time.monotonic() - started, task.files)
+                batch = tasks_of_message[mid]
+                unsent.answered(batch)
+                for task, outcome in zip(batch, _outcomes(message, batch), strict=True):
+                    if isinstance(outcome, Reply):
+                        # What the message asked, by the transport's own record of it.
+                        outcome = dataclasses.replace(outcome, asked=task.files)
+                        replies.append(outcome)
+                        if listener is not None:
+                            listener.arrived(outcome, time.monotonic() - started)
+                    else:
+                        malformed.append(outcome)
+                        if listener is not None:
+                            listener.failed(task.worker, time.monotonic() - started, task.files)
             if listener is not None and listener.closed(time.monotonic() - started):
                 break
             if self.window is not None:
@@ -201,23 +222,32 @@ class GridTransport:
             **earlier,
             **{
                 mid: (
-                    task_of_message[mid].worker,
+                    tuple(task.worker for task in tasks_of_message[mid]),
                     pushed[mid],
                     self._exchanges,
-                    task_of_message[mid].round,
+                    tasks_of_message[mid][0].round,
                 )
                 for mid in pending
             },
         }
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed, late=late)
 
-    def _message(self, task: Task, downlink: Downlink) -> Message:
-        """Build the message that carries ``task`` and the downlink to its worker's node."""
+    def _message(self, batch: tuple[Task, ...], downlink: Downlink) -> Message:
+        """Build the message that carries ``batch`` and the downlink to its workers' node.
+
+        One task goes as a task message; several (the workers of one virtual node), as
+        a batch.
+        """
+        first = batch[0]
+        if len(batch) == 1:
+            content = task_content(first, downlink, self.run_config_json)
+        else:
+            content = batch_content(batch, downlink, self.run_config_json)
         return Message(
-            content=task_content(task, downlink, self.run_config_json),
-            dst_node_id=self.node_of_worker[task.worker],
-            message_type=MESSAGE_TYPE,
-            group_id=str(task.round),
+            content=content,
+            dst_node_id=self.node_of_worker[first.worker],
+            message_type=MESSAGE_TYPE if len(batch) == 1 else BATCH_TYPE,
+            group_id=str(first.round),
         )
 
     def evaluate(self, tasks: Sequence[EvaluationTask], weights: Tensor) -> EvaluationExchange:
@@ -275,19 +305,27 @@ def _report(message: Message, worker: int) -> EvaluationReport | Rejection:
 class _Unsent:
     """A round's tasks not sent yet, in order; with ``one_per_node``, one out per node at once.
 
-    :meth:`take` hands out the next tasks whose nodes have none of the round's messages
-    out (in the order given, a node's own in turn); :meth:`answered` frees a task's
-    node again. Without ``one_per_node`` tasks go out in order, whatever their nodes.
+    :meth:`take` hands out the next messages' tasks: without ``one_per_node`` each task
+    alone, in order, whatever its node; with it, the next tasks whose nodes have none
+    of the round's messages out (in the order given, a node's own in turn), or with
+    ``batch`` each such node's tasks all together. :meth:`answered` frees a message's
+    node again.
     """
 
     def __init__(
-        self, tasks: Sequence[Task], node_of_worker: Mapping[int, int], *, one_per_node: bool
+        self,
+        tasks: Sequence[Task],
+        node_of_worker: Mapping[int, int],
+        *,
+        one_per_node: bool,
+        batch: bool = False,
     ) -> None:
         self.node_of_worker = node_of_worker
-        self.one_per_node = one_per_node
-        self._in_order: deque[Task] = deque(() if one_per_node else tasks)
+        self.one_per_node = one_per_node or batch
+        self.batch = batch
+        self._in_order: deque[Task] = deque(() if self.one_per_node else tasks)
         self._by_node: dict[int, deque[Task]] = {}
-        if one_per_node:
+        if self.one_per_node:
             for task in tasks:
                 self._by_node.setdefault(node_of_worker[task.worker], deque()).append(task)
         self._busy: set[int] = set()
@@ -296,27 +334,58 @@ class _Unsent:
     def __len__(self) -> int:
         return self._left
 
-    def take(self, count: int) -> list[Task]:
-        """Up to ``count`` next tasks that may go out now."""
+    def take(self, count: int) -> list[tuple[Task, ...]]:
+        """Up to ``count`` next messages' tasks that may go out now."""
+        batches: list[tuple[Task, ...]] = []
         if not self.one_per_node:
-            batch = [self._in_order.popleft() for _ in range(min(count, len(self._in_order)))]
+            n = min(count, len(self._in_order))
+            batches.extend((self._in_order.popleft(),) for _ in range(n))
         else:
-            batch = []
             for node, waiting in self._by_node.items():
-                if len(batch) >= count:
+                if len(batches) >= count:
                     break
                 if node not in self._busy:
-                    batch.append(waiting.popleft())
+                    if self.batch:
+                        batches.append(tuple(waiting))
+                        waiting.clear()
+                    else:
+                        batches.append((waiting.popleft(),))
                     self._busy.add(node)
-            for node in {self.node_of_worker[t.worker] for t in batch}:
+            for node in {self.node_of_worker[b[0].worker] for b in batches}:
                 if not self._by_node[node]:
                     del self._by_node[node]
-        self._left -= len(batch)
-        return batch
+        self._left -= sum(len(b) for b in batches)
+        return batches
 
-    def answered(self, task: Task) -> None:
-        """``task``'s message is no longer out: its node may be sent the next."""
-        self._busy.discard(self.node_of_worker[task.worker])
+    def answered(self, batch: tuple[Task, ...]) -> None:
+        """``batch``'s message is no longer out: its node may be sent the next."""
+        self._busy.discard(self.node_of_worker[batch[0].worker])
+
+
+def _outcomes(message: Message, batch: tuple[Task, ...]) -> list[Reply | Rejection]:
+    """Read the answer of each task of ``batch`` from the one message that answers them.
+
+    A failed ClientApp (Flower's error message), or a node that could not read its
+    batch (one fault for all of it), fails every task of the batch alike.
+    """
+    if len(batch) == 1:
+        return [_outcome(message, batch[0].worker)]
+    if message.has_error() or read_fault(message.content) is not None:
+        return [_outcome(message, task.worker) for task in batch]
+    return [_read_part(batch_part(message.content, i), t.worker) for i, t in enumerate(batch)]
+
+
+def _read_part(content: RecordDict, worker: int) -> Reply | Rejection:
+    """Read one worker's part of a batch reply: its reply, its fault, or why neither."""
+    try:
+        fault = read_fault(content)
+        if fault is not None:
+            kind, cause = fault
+            log.info("worker %d reported a failure (%s): %s", worker, kind, cause)
+            return Rejection(worker, kind, cause)
+        return read_reply(content, worker=worker)
+    except MalformedRecordError as exc:
+        return Rejection(worker, EventKind.MALFORMED_REPLY, str(exc))
 
 
 def _outcome(message: Message, worker: int) -> Reply | Rejection:

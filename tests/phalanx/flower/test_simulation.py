@@ -80,8 +80,9 @@ def test_low_rank_with_error_feedback_through_flower_matches_the_in_process_run(
         },
     )
     run_id = "sim-low-rank"
-    # Seven workers on three virtual nodes: each keeps its own state on the node it
-    # shares, and a node computes its workers' messages in turn.
+    # Seven workers on three virtual nodes: a node's tasks of a round travel in one
+    # message (a batch), which it answers worker by worker, each keeping its own state
+    # on the node it shares.
     engine = dataclasses.replace(ray_engine, nodes=3)
     flower = execute_run(config, run_id=run_id, sink=FakeSink(), transport=engine)
     train = load_dataset(config.data.dataset, "train")

@@ -24,13 +24,17 @@ from tests.support.configs import small_config
 def started(
     engine: SimulationEngine, monkeypatch: pytest.MonkeyPatch, cpus: int, workers: int = 7
 ) -> dict[str, Any]:
-    """What the engine hands Flower when the host has ``cpus`` CPUs: window, roster, nodes."""
+    """What the engine hands Flower on a host of ``cpus`` CPUs: window, roster, nodes, batch."""
     seen: dict[str, Any] = {}
 
     def server_app(
-        config: object, roster: RosterSource, drive: object, window: int | None = None
+        config: object,
+        roster: RosterSource,
+        drive: object,
+        window: int | None = None,
+        batch: bool = False,
     ) -> None:
-        seen["window"], seen["roster"] = window, roster
+        seen["window"], seen["roster"], seen["batch"] = window, roster, batch
 
     def run_simulation(**kwargs: Any) -> None:
         seen["supernodes"] = kwargs["num_supernodes"]
@@ -95,3 +99,10 @@ def test_given_nodes_are_taken_and_a_ray_cluster_gives_each_worker_a_node(
 def test_no_node_to_share_is_refused(nodes: int) -> None:
     with pytest.raises(ValueError, match="at least 1 node"):
         SimulationEngine(nodes=nodes)
+
+
+def test_a_simulation_sends_a_nodes_tasks_in_one_message_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert started(SimulationEngine(), monkeypatch, cpus=2, workers=1000)["batch"] is True
+    assert started(SimulationEngine(batch=False), monkeypatch, cpus=2)["batch"] is False
