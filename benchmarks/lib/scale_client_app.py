@@ -5,9 +5,9 @@ Its handlers are this module's functions, which Ray pickles by reference, so eac
 actor imports this module; when :data:`~benchmarks.lib.scale_probes.CLOCK_DIR` names
 a folder, every task's times are appended there; when
 :data:`~benchmarks.lib.scale_probes.PROFILE_DIR` names one, each actor profiles its
-tasks (``cProfile``) and writes ``<pid>.prof`` there every :data:`PROFILE_EVERY`
-tasks (``bench_scale.py --profile-actors DIR``). Each message goes on to
-``phalanx_clients.app:app`` unchanged.
+messages (``cProfile``) and writes ``<pid>.prof`` there every :data:`PROFILE_EVERY`
+messages (``bench_scale.py --profile-actors DIR``). Each message, a task or a batch
+of them, goes on to ``phalanx_clients.app:app`` unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from benchmarks.lib.scale_probes import CLOCK_DIR, PROFILE_DIR, WorkClock, file_sink
+from phalanx_clients.app import BATCH_ACTION
 from phalanx_clients.app import app as phalanx_app
 
 __all__ = ["app"]
@@ -57,4 +58,5 @@ def _evaluate(message: Message, context: Context) -> Message:
 
 app = ClientApp()
 app.train()(_train)
+app.train(BATCH_ACTION)(_train)  # a virtual node's tasks in one message
 app.evaluate()(_evaluate)
