@@ -132,10 +132,19 @@ def coordinator(
     alive_file: Annotated[
         Path | None, typer.Option(help="Touched on every poll and during runs, for health checks.")
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            envvar="PHALANX_RAY_ADDRESS",
+            metavar="HOST:PORT",
+            help="Simulate on this existing Ray cluster; default: a Ray of each run's own.",
+        ),
+    ] = None,
 ) -> None:
     """Claim queued runs (and runs whose coordinator died) and execute them, one at a time.
 
-    Runs whose deployment.backend is "simulation" are simulated here. With
+    Runs whose deployment.backend is "simulation" are simulated here (on --ray-address's
+    cluster when given). With
     --superlink, approved clients' keys are admitted to that SuperLink and runs
     whose deployment.backend is "deployment" execute on it (or on the SuperLink
     their config names, trusted through the same CA).
@@ -154,7 +163,10 @@ def coordinator(
     with migrated_sessions(settings.resolved_database_url) as sessions:
         backends: dict[str, Backend] = {
             "simulation": SimulationBackend(
-                sessions, SimulationEngine(), settings.checkpoint_dir, settings.datasets_dir
+                sessions,
+                SimulationEngine(ray_address=ray_address),
+                settings.checkpoint_dir,
+                settings.datasets_dir,
             )
         }
         unavailable = {}

@@ -18,6 +18,7 @@ from phalanx.store import Run, RunStatus, make_engine, migrate, runs, session_fa
 from phalanx_cli.main import app as cli_app
 from tests.support.configs import small_config
 from tests.support.plugin_files import TOUCH_ON_IMPORT, PluginFiles
+from tests.support.ray_heads import joined_head
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -141,7 +142,7 @@ def test_every_turn_polls_every_backend_even_with_nothing_queued(
 
 
 @pytest.mark.slow
-def test_coordinator_service_claims_a_queued_run_and_runs_it(tmp_path: Path) -> None:
+def test_coordinator_service_claims_a_queued_run_and_runs_it(tmp_path: Path, ray_head: str) -> None:
     url = f"sqlite:///{tmp_path / 'phalanx.db'}"
     migrate.upgrade(url)
     sessions = session_factory(make_engine(url))
@@ -153,17 +154,22 @@ def test_coordinator_service_claims_a_queued_run_and_runs_it(tmp_path: Path) -> 
         bad = runs.create_run(
             session, name="bad", config={"assignment": {"scheme": "bibd", "num_workers": 8}}, seed=0
         ).id
-    env = {**os.environ, "PHALANX_DATA_DIR": str(tmp_path)}
-    result = subprocess.run(
+    # On the test process's Ray head (PHALANX_RAY_ADDRESS), not a Ray of the run's own.
+    env = {**os.environ, "PHALANX_DATA_DIR": str(tmp_path), "PHALANX_RAY_ADDRESS": ray_head}
+    service = subprocess.Popen(
         [sys.executable, "-m", "phalanx_cli", "coordinator", "--once"],
         env=env,
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
-        check=False,
     )
-    assert result.returncode == 0, result.stderr
+    try:
+        _, stderr = service.communicate(timeout=600)
+    finally:
+        service.kill()
+    assert service.returncode == 0, stderr
+    assert joined_head(ray_head, service.pid)
     with sessions() as session:
         assert session.get(Run, good).status == "succeeded"  # type: ignore[union-attr]
         failed = session.get(Run, bad)
