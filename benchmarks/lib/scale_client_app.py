@@ -20,6 +20,7 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from benchmarks.lib.scale_probes import CLOCK_DIR, PROFILE_DIR, WorkClock, file_sink
+from phalanx_clients.app import BATCH_ACTION
 from phalanx_clients.app import app as phalanx_app
 
 __all__ = ["app"]
@@ -57,4 +58,5 @@ def _evaluate(message: Message, context: Context) -> Message:
 
 app = ClientApp()
 app.train()(_train)
+app.train(BATCH_ACTION)(_train)  # a virtual node's tasks of a round, in one message
 app.evaluate()(_evaluate)
