@@ -165,7 +165,7 @@ def _read_task(shared: ConfigRecord, own: ConfigRecord) -> Task:
 
 def _read_downlink(content: RecordDict) -> Downlink:
     record = content.config_records[TASK]
-    arrays = {k: v.numpy() for k, v in content.array_records[MODEL].items()}
+    arrays = {k: _array(k, v) for k, v in content.array_records[MODEL].items()}
     kind = _scalar(record, "downlink", str)
     if kind not in ("full", "delta"):
         raise MalformedRecordError(f"unknown downlink kind {kind!r}")
@@ -177,6 +177,17 @@ def _read_downlink(content: RecordDict) -> Downlink:
         delta=_scalar(record, "delta", bytes),
         base=_scalar(record, "base", str),
     )
+
+
+def _array(key: str, array: Array) -> np.ndarray:
+    """Load one array of a task's model: a NumPy array, or a malformed record."""
+    try:
+        value = array.numpy()
+    except Exception as exc:  # numpy.load on any bytes: EOFError, BadZipFile, ValueError...
+        raise MalformedRecordError(f"array {key!r} cannot be loaded: {exc}") from exc
+    if not isinstance(value, np.ndarray):  # an .npz archive loads as a mapping of arrays
+        raise MalformedRecordError(f"array {key!r} is not one array")
+    return value
 
 
 def reply_content(reply: Reply) -> RecordDict:

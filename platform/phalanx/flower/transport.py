@@ -25,6 +25,7 @@ from phalanx.flower.evaluation_records import (
 )
 from phalanx.flower.records import (
     BATCH_TYPE,
+    MAX_BATCH,
     MESSAGE_TYPE,
     MalformedRecordError,
     batch_content,
@@ -210,8 +211,8 @@ class GridTransport:
                             listener.failed(task.worker, time.monotonic() - started, task.files)
             if listener is not None and listener.closed(time.monotonic() - started):
                 break
-            if self.window is not None:
-                push(self.window - len(pending))
+            # A node's next batch, once its last is answered (more than MAX_BATCH workers).
+            push(len(unsent) if self.window is None else self.window - len(pending))
             if pending:
                 wait = self.poll_interval if arrived else min(2 * wait, self.max_poll_interval)
                 time.sleep(wait)
@@ -308,8 +309,8 @@ class _Unsent:
     :meth:`take` hands out the next messages' tasks: without ``one_per_node`` each task
     alone, in order, whatever its node; with it, the next tasks whose nodes have none
     of the round's messages out (in the order given, a node's own in turn), or with
-    ``batch`` each such node's tasks all together. :meth:`answered` frees a message's
-    node again.
+    ``batch`` each such node's tasks together, :data:`MAX_BATCH` at most.
+    :meth:`answered` frees a message's node again.
     """
 
     def __init__(
@@ -346,8 +347,8 @@ class _Unsent:
                     break
                 if node not in self._busy:
                     if self.batch:
-                        batches.append(tuple(waiting))
-                        waiting.clear()
+                        size = min(len(waiting), MAX_BATCH)
+                        batches.append(tuple(waiting.popleft() for _ in range(size)))
                     else:
                         batches.append((waiting.popleft(),))
                     self._busy.add(node)
