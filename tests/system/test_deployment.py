@@ -10,7 +10,7 @@ The pieces, as an operator meets them:
   was never approved, so the SuperLink refuses its SuperNode. One approved
   client is Byzantine (``PHALANX_BYZANTINE``), as in the compose demo;
 - a run queued over REST, claimed by the dispatcher loop of ``phalanx coordinator``,
-  and executed on the SuperLink by its deployment backend: three rounds, every file
+  and executed on the SuperLink by its deployment backend: two rounds, every file
   on two of the three workers, so the liar is always outvoted.
 
 Every process is stopped by its pid at the end, and none may be left.
@@ -204,7 +204,7 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
     wait_until(all_online, timeout=300, what="all approved SuperNodes online", interval=2)
 
     # A run queued over REST; the coordinator claims it and executes it on the SuperLink.
-    config = deployment_config(rounds=3)
+    config = deployment_config(rounds=2)
     queued = http.post("/api/v1/runs", json=config.model_dump(mode="json"), headers=admin)
     assert queued.status_code == 202, queued.text
     run_id = queued.json()["id"]
@@ -218,15 +218,15 @@ def test_a_deployed_run_flags_the_byzantine_client_and_never_admits_the_unapprov
     assert status == RunStatus.SUCCEEDED, (error, said, link.process.log_text()[-4000:])
     assert any(f"run {run_id} succeeded" in line for line in said), said
 
-    # Recorded like a simulated run: three rounds, the liar flagged in each, nobody else.
+    # Recorded like a simulated run: two rounds, the liar flagged in each, nobody else.
     byzantine = machines["byzantine"].client_id
     with sqlite_sessions() as session:
-        assert [r.number for r in rounds.list_rounds(session, run_id)] == [1, 2, 3]
+        assert [r.number for r in rounds.list_rounds(session, run_id)] == [1, 2]
     events = _events(sqlite_sessions, run_id)
     flagged = [(e.round, e.client_id) for e in events if e.kind in FLAG_KINDS]
-    assert flagged == [(1, byzantine), (2, byzantine), (3, byzantine)]
+    assert flagged == [(1, byzantine), (2, byzantine)]
     assert [e for e in events if e.kind not in FLAG_KINDS] == []
-    assert summary["flagged"] == [byzantine] and summary["rounds"] == 3
+    assert summary["flagged"] == [byzantine] and summary["rounds"] == 2
     assert http.get(f"/api/v1/runs/{run_id}", headers=admin).json()["status"] == "succeeded"
 
     # The unapproved client never took part: no node id, no key at the SuperLink, no event.
