@@ -53,8 +53,13 @@ MESSAGES_PER_ACTOR = 8
 MIN_WINDOW = 16
 """The smallest window of task messages out at once in a local simulation."""
 
-NODES_PER_WINDOW = 4
-"""Virtual SuperNodes of a local simulation per task message out at once (see ``nodes``)."""
+NODES_PER_WINDOW = 1
+"""Virtual SuperNodes of a local simulation per task message out at once (see ``nodes``).
+
+One: a node's tasks of a round travel in one message (``batch``), so the round's
+messages are as many as its nodes, all out at once. With four per message (64 nodes),
+batched rounds at K = 50 to 1,000, r = 1 took 1.5 to 2.6x as long (one run each,
+``bench_scale.py``, the four-node runs on a busier host)."""
 
 
 def load_client_app(reference: str = CLIENT_APP) -> ClientApp:
@@ -181,9 +186,10 @@ class SimulationEngine:
         ServerApp's process pays in proportion to the nodes, while a node's messages
         are computed one at a time on Ray's few actors whichever node they go to. Each
         worker keeps its own identity and state (its replica of the model) on its
-        node, and its node is sent its workers' messages in turn. By default
-        :data:`NODES_PER_WINDOW` per message of the window, a node per worker on a Ray
-        cluster (no window) or when there are fewer workers.
+        node, and its node is sent its workers' tasks in one message (``batch``), or
+        one at a time. By default :data:`NODES_PER_WINDOW` per message of the window
+        (16 on two cores), a node per worker on a Ray cluster (no window) or when there
+        are fewer workers.
     batch : bool
         Send a node's tasks of a round in one message when the round waits for every
         reply (:class:`~phalanx.flower.transport.GridTransport`'s ``batch``): each

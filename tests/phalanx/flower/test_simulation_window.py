@@ -1,6 +1,6 @@
 """A local simulation keeps a window of a round's messages out; a Ray cluster, every one.
 
-A local simulation's workers also share a few virtual nodes (four per message of the
+A local simulation's workers also share a few virtual nodes (one per message of the
 window), seated in turn; on a Ray cluster each worker has its own.
 """
 
@@ -73,12 +73,12 @@ def test_a_ray_cluster_or_a_given_window_is_taken_as_it_is(
     assert window_of(SimulationEngine(window=5), monkeypatch, 8) == 5
 
 
-def test_a_local_simulation_seats_many_workers_on_four_nodes_per_message_out(
+def test_a_local_simulation_seats_many_workers_on_one_node_per_message_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen = started(SimulationEngine(), monkeypatch, cpus=2, workers=1000)
-    assert seen["supernodes"] == NODES_PER_WINDOW * 16 == 64
-    assert seen["roster"] == SimulatedRoster("run", nodes=64)
+    assert seen["supernodes"] == NODES_PER_WINDOW * 16 == 16
+    assert seen["roster"] == SimulatedRoster("run", nodes=16)
 
 
 def test_fewer_workers_than_nodes_each_get_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
