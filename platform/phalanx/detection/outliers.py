@@ -51,6 +51,11 @@ CENTRE_BLOCK_COLUMNS = 256
 """Columns of ``values`` one step of :func:`robust_centre` selects in: 256 columns of
 1,000 float32 updates are 1 MB, so the block stays in cache while it is partitioned."""
 
+CENTRE_ROW_TILE = 512
+"""Rows of a block :func:`robust_centre` copies at once into its column-major block: at
+K = 3,000 and d = 235,146 the copies took 1.2 s of CPU, against 4.9 s copying each
+block whole (super-linear in K: 0.4 s at K = 1,000)."""
+
 _NUMPY_DTYPES = (torch.float32, torch.float64, torch.float16)
 
 
@@ -86,11 +91,15 @@ def robust_centre(values: Tensor) -> Tensor:
     middle = (n - 1) // 2
     centre = np.empty(d, dtype=stack.dtype)
     for j in range(0, d, CENTRE_BLOCK_COLUMNS):
-        # Always a copy (C order): partitioning reorders it in place, and a block one
-        # column wide would otherwise be a view of the caller's updates.
-        block = stack[:, j : j + CENTRE_BLOCK_COLUMNS].T.copy()
+        # Always a copy (C order): partitioning reorders it in place. Copied a tile of
+        # rows at a time: NumPy's copy of the whole transposed block walks each column
+        # down all n rows, a page apart, and at K = 3,000 that took 4.9 s of the 6 s.
+        width = min(CENTRE_BLOCK_COLUMNS, d - j)
+        block = np.empty((width, n), dtype=stack.dtype)
+        for i in range(0, n, CENTRE_ROW_TILE):
+            block[:, i : i + CENTRE_ROW_TILE] = stack[i : i + CENTRE_ROW_TILE, j : j + width].T
         block.partition(middle, axis=1)
-        centre[j : j + CENTRE_BLOCK_COLUMNS] = block[:, middle]
+        centre[j : j + width] = block[:, middle]
     return torch.from_numpy(centre)
 
 

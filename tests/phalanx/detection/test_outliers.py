@@ -19,6 +19,7 @@ from phalanx.detection import (
     outliers,
 )
 from phalanx.detection.outliers import (
+    CENTRE_ROW_TILE,
     centre_distances,
     outlier_measures,
     outlier_scores,
@@ -271,3 +272,10 @@ def test_a_transposed_or_sliced_stack_gives_the_same_centre() -> None:
     values = honest_updates(9, 300, seed=4)
     for view in (values[:, 7:290], values.T.contiguous().T, values[::2]):
         assert torch.equal(robust_centre(view), view.median(dim=0).values)
+
+
+@pytest.mark.parametrize("n", [CENTRE_ROW_TILE - 1, CENTRE_ROW_TILE, CENTRE_ROW_TILE + 1, 1_100])
+def test_a_stack_copied_a_tile_of_rows_at_a_time_gives_the_same_centre(n: int) -> None:
+    values = honest_updates(n, 300, seed=n)
+    values[n - 1] = 50.0  # a far update in the last tile
+    assert torch.equal(robust_centre(values), values.median(dim=0).values)
