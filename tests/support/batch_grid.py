@@ -60,8 +60,12 @@ def run_batched(
     run_id: str = "run-in-batches",
     timeout: float = 600.0,
     window: int | None = NODES,
+    batch: bool = True,
 ) -> tuple[list[RoundReport], FakeGrid]:
-    """Run ``config``, a node's tasks of a round sent in one message (``window`` messages out)."""
+    """Run ``config``, a node's tasks of a round sent in one message (``window`` messages out).
+
+    ``batch=False``: the same nodes, sent one message per task, for comparison.
+    """
     node_of_worker = {w: NODE_BASE + node_of(w) for w in range(config.assignment.num_workers)}
     nodes = sorted(set(node_of_worker.values()))
     fake = grid(nodes) if grid is not None else CountingGrid(nodes, rewrite)
@@ -72,7 +76,7 @@ def run_batched(
         poll_interval=0.001,  # above 0, so that a fake clock's waits add up
         max_poll_interval=0.01,
         window=window,
-        batch=True,
+        batch=batch,
         timeout=timeout,
     )
     reports: list[RoundReport] = []

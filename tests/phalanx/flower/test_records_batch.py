@@ -8,8 +8,6 @@ from flwr.app import ConfigRecord, RecordDict
 from hypothesis import given
 from hypothesis import strategies as st
 
-from phalanx.channel import Downlink
-from phalanx.data_mode import ModelShape
 from phalanx.flower.records import (
     MAX_BATCH,
     REPLY,
@@ -25,20 +23,7 @@ from phalanx.flower.records import (
     reply_content,
 )
 from phalanx.replies import Reply, Task
-
-DOWNLINK = Downlink(
-    kind="delta",
-    target="t" * 64,
-    weights=np.arange(6, dtype=np.float32),
-    history={"layer.0": np.ones(3, dtype=np.float32)},
-    delta=b"\x01\x02",
-    base="b" * 64,
-)
-TASKS = [
-    Task("run", 4, "nonce", 0, (3, 8), samples=((1, 2), (5,))),
-    Task("run", 4, "nonce", 9, (1,), samples=((7, 7, 0),), budget_s=2.5),
-    Task("run", 4, "nonce", 17, (2,), model_shape=ModelShape(1, 8, 10)),
-]
+from tests.support.batch_tasks import DOWNLINK, TASKS
 
 
 def reply_of(worker: int) -> Reply:

@@ -17,8 +17,6 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from hypothesis import given
 from hypothesis import strategies as st
 
-from phalanx.channel import Downlink
-from phalanx.data_mode import ModelShape
 from phalanx.flower.records import (
     FAULT,
     MAX_BATCH,
@@ -32,21 +30,7 @@ from phalanx.flower.records import (
     read_task,
     task_content,
 )
-from phalanx.replies import Task
-
-DOWNLINK = Downlink(
-    kind="delta",
-    target="t" * 64,
-    weights=np.arange(6, dtype=np.float32),
-    history={"layer.0": np.ones(3, dtype=np.float32)},
-    delta=b"\x01\x02",
-    base="b" * 64,
-)
-TASKS = [
-    Task("run", 4, "nonce", 0, (3, 8), samples=((1, 2), (5,))),
-    Task("run", 4, "nonce", 9, (1,), budget_s=2.5),
-    Task("run", 4, "nonce", 17, (2,), model_shape=ModelShape(1, 8, 10)),
-]
+from tests.support.batch_tasks import DOWNLINK, TASKS
 
 # Every value a Flower ConfigRecord can carry: scalars and homogeneous lists of them.
 SCALARS = st.one_of(

@@ -8,23 +8,26 @@ and only that worker answers for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from flwr.app import ConfigRecord, Error, Message, RecordDict
 
 from phalanx.config import RunConfig
 from phalanx.flower.records import BATCH_TYPE, MESSAGE_TYPE, REPLY, fault_content
-from phalanx.flower.transport import GridTransport
 from phalanx.reports import RoundReport
-from phalanx.runs import execute_run
-from phalanx_clients.app import build_client_app
+from tests.support.batch_grid import (
+    NODES,
+    CountingGrid,
+    Records,
+    node_of,
+    part_of,
+    request_of,
+    rewrite_records,
+    run_batched,
+)
 from tests.support.configs import small_config
-from tests.support.fake_grid import NODE_BASE, FakeGrid, Rewrite, server_task_identity, untouched
-
-RUN_ID = "run-in-batches"
-NODES = 2
-"""Seven workers on two virtual nodes: four on the first, three on the second."""
+from tests.support.fake_grid import Rewrite, server_task_identity, untouched
 
 
 @pytest.fixture(autouse=True)
@@ -33,35 +36,13 @@ def _server_task_identity() -> Iterator[None]:
         yield
 
 
-class CountingGrid(FakeGrid):
-    """The Grid double, counting the messages pushed by type."""
-
-    def __init__(self, nodes: Iterable[int], rewrite: Rewrite = untouched) -> None:
-        super().__init__(build_client_app(), nodes, rewrite)
-        self.types: list[str] = []
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        messages = list(messages)
-        self.types.extend(m.metadata.message_type for m in messages)
-        return super().push_messages(messages)
-
-
 def run_on_shared_nodes(
     config: RunConfig, *, batch: bool, rewrite: Rewrite = untouched
-) -> tuple[list[RoundReport], CountingGrid]:
-    node_of_worker = {w: NODE_BASE + w % NODES for w in range(config.assignment.num_workers)}
-    grid = CountingGrid(sorted(set(node_of_worker.values())), rewrite)
-    transport = GridTransport(  # type: ignore[arg-type]
-        grid, node_of_worker, config.model_dump_json(), poll_interval=0.0, window=NODES, batch=batch
-    )
-    reports: list[RoundReport] = []
-
-    class ListSink:
-        def round_finished(self, report: RoundReport, checkpoint: bytes) -> None:
-            reports.append(report)
-
-    execute_run(config, run_id=RUN_ID, sink=ListSink(), transport=transport)
-    return reports, grid
+) -> tuple[list[RoundReport], list[str]]:
+    """Run ``config`` on the shared nodes; return its reports and the types of the messages."""
+    reports, grid = run_batched(config, batch=batch, rewrite=rewrite)
+    assert isinstance(grid, CountingGrid)
+    return reports, [kind for kind, _ in grid.pushed]
 
 
 def decided(report: RoundReport) -> tuple[object, ...]:
@@ -79,12 +60,12 @@ def decided(report: RoundReport) -> tuple[object, ...]:
 
 def test_a_batched_run_decides_what_one_message_per_task_does_in_one_message_per_node() -> None:
     config = small_config(rounds=2, codec={"enabled": True})
-    batched, grid = run_on_shared_nodes(config, batch=True)
-    single, single_grid = run_on_shared_nodes(config, batch=False)
+    batched, batched_types = run_on_shared_nodes(config, batch=True)
+    single, single_types = run_on_shared_nodes(config, batch=False)
     assert [decided(r) for r in batched] == [decided(r) for r in single]
     assert batched[0].flagged != ()  # the attack was seen, in both
-    assert grid.types == [BATCH_TYPE] * (NODES * 2)
-    assert single_grid.types == [MESSAGE_TYPE] * (7 * 2)
+    assert batched_types == [BATCH_TYPE] * (NODES * 2)
+    assert single_types == [MESSAGE_TYPE] * (7 * 2)
 
 
 def test_a_round_that_listens_for_each_reply_sends_one_message_per_task() -> None:
@@ -94,35 +75,23 @@ def test_a_round_that_listens_for_each_reply_sends_one_message_per_task() -> Non
         deployment={"backend": "deployment"},
         collect={"policy": "quorum", "m": 2},
     )
-    (report,), grid = run_on_shared_nodes(config, batch=True)
+    (report,), types = run_on_shared_nodes(config, batch=True)
     # The quorum closed the round before the last task went out: each heard alone.
-    assert grid.types == [MESSAGE_TYPE] * 6
+    assert types == [MESSAGE_TYPE] * 6
     assert report.metrics["missing_replies"] == 1
 
 
 def rewrite_part(victim: int, part: RecordDict | None) -> Rewrite:
     """Replace worker ``victim``'s part of its node's batch reply (``None``: leave it out)."""
-    index = sorted(w for w in range(7) if w % NODES == victim % NODES).index(victim)
+    index = part_of(victim)
 
-    def rewrite(node: int, reply: Message) -> Message:
-        if node != victim % NODES or reply.has_error():
-            return reply
-        records = {
-            k: v for k, v in reply.content.config_records.items() if not k.endswith(f".{index}")
-        }
+    def change(records: Records) -> Records:
+        kept = {k: v for k, v in records.items() if not k.endswith(f".{index}")}
         for name, record in part.config_records.items() if part is not None else ():
-            records[f"{name}.{index}"] = record
-        return Message(RecordDict(records), reply_to=_request(reply))  # type: ignore[arg-type]
+            kept[f"{name}.{index}"] = record
+        return kept
 
-    return rewrite
-
-
-def _request(reply: Message) -> Message:
-    """A stand-in for the request a reply answers (Flower's reply_to needs one)."""
-    request = Message(RecordDict(), dst_node_id=1, message_type=BATCH_TYPE)
-    request.metadata.__dict__["_message_id"] = reply.metadata.reply_to_message_id
-    request.metadata.__dict__["_src_node_id"] = reply.metadata.dst_node_id
-    return request
+    return rewrite_records(node_of(victim), change)
 
 
 HONEST = small_config(rounds=1, attack={"name": None, "q": 0})
@@ -161,7 +130,7 @@ def test_a_node_whose_whole_batch_failed_is_a_fault_of_each_of_its_workers_never
     reply: object,
 ) -> None:
     def fail_second_node(node: int, answer: Message) -> Message:
-        return reply(_request(answer)) if node == 1 else answer  # type: ignore[operator]
+        return reply(request_of(answer)) if node == 1 else answer  # type: ignore[operator]
 
     (report,), _ = run_on_shared_nodes(HONEST, batch=True, rewrite=fail_second_node)
     assert sorted(e.worker for e in report.events) == [1, 3, 5]
