@@ -17,6 +17,7 @@ import importlib
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import warnings
@@ -31,6 +32,7 @@ from flwr.common.logger import FLOWER_LOGGER, ConsoleHandler
 from flwr.simulation import run_simulation
 
 from phalanx.config import RunConfig
+from phalanx.faults import RunFailedError
 from phalanx.flower.server_app import build_server_app
 from phalanx.roster import RosterSource, SimulatedRoster
 from phalanx.runs.executor import Drive
@@ -160,6 +162,31 @@ def ray_temp_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+"""Seconds to wait for a Ray cluster's address to accept a connection before a run."""
+
+
+def reach_ray(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Check that something listens at a Ray cluster's ``HOST:PORT`` before joining it.
+
+    Ray itself retries an address that does not answer for minutes; a run (or the
+    coordinator service, for every run it claims) would hang instead of failing.
+
+    Raises
+    ------
+    RunFailedError
+        When the address is not ``HOST:PORT`` or nothing accepts a connection there.
+    """
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdecimal() or not 0 < int(port) < 65536:
+        raise RunFailedError(f"the Ray address {address!r} is not HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise RunFailedError(f"no Ray cluster answers at {address}: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class SimulationEngine:
     """One virtual SuperNode per worker in Flower's simulation engine.
@@ -212,6 +239,7 @@ class SimulationEngine:
         """Start the virtual SuperNodes and a ServerApp that calls ``drive``; wait for both."""
         init_args: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
         if self.ray_address is not None:
+            reach_ray(self.ray_address)
             init_args["address"] = self.ray_address
             self._simulate(config, roster, drive, init_args)
             return

@@ -144,6 +144,7 @@ class FakeRunSimulation:
 def _connect(engine: SimulationEngine, monkeypatch: pytest.MonkeyPatch) -> FakeRunSimulation:
     fake = FakeRunSimulation()
     monkeypatch.setattr(simulation, "run_simulation", fake)
+    monkeypatch.setattr(simulation, "reach_ray", lambda address: None)  # no cluster is run
     engine.connect(small_config(), SimulatedRoster("run"), lambda roster, transport: None)
     return fake
 

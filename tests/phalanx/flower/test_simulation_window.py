@@ -42,6 +42,7 @@ def started(
     monkeypatch.setattr(simulation.os, "cpu_count", lambda: cpus)
     monkeypatch.setattr(simulation, "build_server_app", server_app)
     monkeypatch.setattr(simulation, "run_simulation", run_simulation)
+    monkeypatch.setattr(simulation, "reach_ray", lambda address: None)  # no cluster is run
     config = small_config(assignment={"scheme": "random", "num_workers": workers, "r": 3})
     engine.connect(config, SimulatedRoster("run"), lambda roster, transport: None)
     return seen
