@@ -47,6 +47,7 @@ from phalanx.federated_evaluation import (
     federated_result,
 )
 from phalanx.finite import all_finite
+from phalanx.heap import return_freed_memory
 from phalanx.intake import Intake, RoundChecks
 from phalanx.local_data import model_shape
 from phalanx.local_evaluation import split_sizes
@@ -301,11 +302,12 @@ class Coordinator:
         # receives every reply at once and closes by the systems model's clock.
         simulated = self.config.systems.enabled
         replies, bytes_down, malformed, late = self._exchange(tasks, None if simulated else intake)
+        bytes_up = sum(r.num_bytes for r in replies)
+        senders = {r.worker for r in replies}
         collection = None
         collection_metrics: dict[str, float] = {}
         if intake is None:
-            for reply in replies:
-                checks.admit(reply)
+            checks.admit_all(replies)
             replicas = checks.replicas
         else:
             timed = self._simulated_arrivals(t, tasks, replies, bytes_down) if simulated else []
@@ -323,6 +325,11 @@ class Coordinator:
                 if self.config.collect.drop_compute:
                     self._measure_deployed_compute(intake)
                     collection_metrics["files_cut"] = float(intake.files_cut)
+        # The replicas hold the decoded updates: the payloads (the round's largest data,
+        # r x K updates at once) go before detection and aggregation copy the updates.
+        replies.clear()
+        checks.forget_payloads()
+        return_freed_memory()
         events, rejected = checks.events, checks.rejected
         lap("exchange")
 
@@ -417,7 +424,7 @@ class Coordinator:
             rejected=tuple(sorted(rejected)),
             dropped_files=tuple(sorted({*verdict.dropped, *step.left_out})),
             events=tuple(events),
-            bytes_up=sum(r.num_bytes for r in replies),
+            bytes_up=bytes_up,
             bytes_down=bytes_down,
             timings=timings,
             assignment=_assignment_summary(assignment),
@@ -445,9 +452,7 @@ class Coordinator:
             ),
             # By the roster, never by what a reply claims: the worker's own client.
             seen_clients=tuple(
-                sorted(
-                    {self._client_ids[r.worker] for r in replies if r.worker in self._client_ids}
-                )
+                sorted({self._client_ids[w] for w in senders if w in self._client_ids})
             ),
             clients=client_rounds(
                 tasks,

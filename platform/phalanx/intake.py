@@ -158,9 +158,23 @@ class RoundChecks:
         self.events.append(rejection_event(outcome, client_id, self.round))
         return []
 
+    def forget_payloads(self) -> None:
+        """Let go of the payloads the round's hash and decode caches hold.
+
+        The replicas keep their decoded updates; a reply checked after this is hashed
+        and decoded afresh.
+        """
+        self._decode.cache_clear()
+        self._digest.cache_clear()
+
     def admit(self, reply: Reply) -> list[Replica]:
         """Check ``reply`` and record it; return its replicas, or none when it is refused."""
         return self.record(reply, self.check(reply))
+
+    def admit_all(self, replies: Iterable[Reply]) -> None:
+        """:meth:`admit` each of ``replies``, in order."""
+        for reply in replies:
+            self.admit(reply)
 
 
 def _part(task: Task, files: Sequence[int]) -> Task:
