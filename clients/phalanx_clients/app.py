@@ -57,6 +57,7 @@ from flwr.clientapp import ClientApp
 from phalanx.channel import Downlink
 from phalanx.config import RunConfig
 from phalanx.data import ImageDataset, load_dataset
+from phalanx.faults import is_interrupt
 from phalanx.flower.deployment.node_config import BYZANTINE_KEY, NodeConfigError, NodeIdentity
 from phalanx.flower.evaluation_records import evaluation_content, read_evaluation_task
 from phalanx.flower.records import (
@@ -331,7 +332,9 @@ def _answer(
                 array_dict={k: Array(np.array(v, order="C")) for k, v in state.items()}
             )
         return reply_content(answer.reply)
-    except Exception as exc:  # the worker's own code or data failed: say so, do not crash
+    except BaseException as exc:  # the worker's own code or data failed: say so, do not crash
+        if is_interrupt(exc):
+            raise
         log.exception("worker %d failed on its task", task.worker)
         return fault_content(exc)
 
@@ -389,7 +392,9 @@ def build_client_app(identity: IdentitySource | None = None) -> ClientApp:
             measured = worker.evaluate(task, torch.from_numpy(weights))
             content = evaluation_content(measured.loss, measured.accuracy, measured.num_samples)
             return Message(content, reply_to=message)
-        except Exception as exc:  # the worker's own code or data failed: say so, do not crash
+        except BaseException as exc:  # the worker's own code or data failed: say so, do not crash
+            if is_interrupt(exc):
+                raise
             log.exception("worker failed to evaluate")
             return Message(fault_content(exc), reply_to=message)
 

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from phalanx.channel import Downlink
 from phalanx.exchange import Exchange, Listener
-from phalanx.faults import describe, fault_kind
+from phalanx.faults import describe, fault_kind, is_interrupt
 from phalanx.federated_evaluation import EvaluationExchange, EvaluationReport, EvaluationTask
 from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.worker import Worker
@@ -57,7 +57,9 @@ class InProcessTransport:
         for task in tasks:
             try:
                 measured = self.workers[task.worker].evaluate(task, weights)
-            except Exception as exc:  # the worker failed, not the run
+            except BaseException as exc:  # the worker failed, not the run
+                if is_interrupt(exc):
+                    raise
                 log.info("worker %d failed to evaluate", task.worker, exc_info=True)
                 failures.append(Rejection(task.worker, fault_kind(exc), describe(exc)))
                 continue
@@ -89,7 +91,9 @@ class InProcessTransport:
         for task in tasks:
             try:
                 reply: Reply | None = self.workers[task.worker].handle(task, downlink)
-            except Exception as exc:  # as Flower's runtime does: the worker failed, not the run
+            except BaseException as exc:  # as Flower's runtime does: the worker failed, not the run
+                if is_interrupt(exc):
+                    raise
                 log.info("worker %d failed", task.worker, exc_info=True)
                 faults.append(Rejection(task.worker, fault_kind(exc), describe(exc)))
                 continue

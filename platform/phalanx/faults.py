@@ -84,6 +84,16 @@ def describe(error: BaseException) -> str:
     return one_line(f"{type(error).__name__}: {error}")
 
 
+def is_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` stops the process on purpose (Ctrl-C, a generator closed).
+
+    Anything else a worker's code raises is that worker's failure, ``sys.exit`` and a
+    native library's panic (a ``BaseException``) included: caught for it alone, it
+    cannot take down the other workers its node or process hosts.
+    """
+    return isinstance(error, KeyboardInterrupt | GeneratorExit)
+
+
 def fault_kind(error: BaseException) -> str:
     """Return the fault kind of a worker's own failure: ``worker_error`` unless it says more.
 
