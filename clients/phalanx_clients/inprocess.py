@@ -16,6 +16,7 @@ from phalanx.channel import Downlink
 from phalanx.exchange import Exchange, Listener
 from phalanx.faults import describe, fault_kind, is_interrupt
 from phalanx.federated_evaluation import EvaluationExchange, EvaluationReport, EvaluationTask
+from phalanx.payload_pool import PayloadPool
 from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.worker import Worker
 
@@ -88,6 +89,7 @@ class InProcessTransport:
         """
         replies = []
         faults = []
+        pool = PayloadPool()
         for task in tasks:
             try:
                 reply: Reply | None = self.workers[task.worker].handle(task, downlink)
@@ -100,7 +102,7 @@ class InProcessTransport:
             if self.tamper is not None and reply is not None:
                 reply = self.tamper(reply)
             if reply is not None:
-                replies.append(reply)
+                replies.append(pool.shared(reply))
         if listener is not None:
             for reply in replies:
                 listener.arrived(reply, 0.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Set
+from typing import Any
 
 import torch
 
@@ -67,3 +68,24 @@ def overflowing(workers: Set[int]) -> Callable[[Reply], Reply]:
         return resigned(reply, payloads=tuple(huge for _ in reply.payloads))
 
     return tamper
+
+
+def unsigned_reply(
+    worker: int,
+    payloads: tuple[Any, ...],
+    *,
+    files: tuple[int, ...] | None = None,
+    round_: int = 1,
+) -> Reply:
+    """A reply of ``worker`` with ``payloads`` for ``files`` (0, 1, ...), signed by nobody."""
+    return Reply(
+        worker=worker,
+        client_id=f"c{worker}",
+        run_id="run",
+        round=round_,
+        nonce="nonce",
+        files=tuple(range(len(payloads))) if files is None else files,
+        payloads=payloads,
+        digests=("d",) * len(payloads),
+        signature=b"s",
+    )

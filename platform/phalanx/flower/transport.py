@@ -34,6 +34,7 @@ from phalanx.flower.records import (
     read_reply,
     task_content,
 )
+from phalanx.payload_pool import PayloadPool
 from phalanx.replies import Rejection, Reply, Task
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,7 @@ class GridTransport:
         push(len(unsent) if self.window is None else self.window)
         started = time.monotonic()
         replies: list[Reply] = []
+        pool = PayloadPool()
         malformed: list[Rejection] = []
         late: list[LateReply] = []
         deadline = started + self.timeout
@@ -201,7 +203,7 @@ class GridTransport:
                 for task, outcome in zip(batch, _outcomes(message, batch), strict=True):
                     if isinstance(outcome, Reply):
                         # What the message asked, by the transport's own record of it.
-                        outcome = dataclasses.replace(outcome, asked=task.files)
+                        outcome = dataclasses.replace(pool.shared(outcome), asked=task.files)
                         replies.append(outcome)
                         if listener is not None:
                             listener.arrived(outcome, time.monotonic() - started)

@@ -24,20 +24,11 @@ from phalanx.flower.records import (
 )
 from phalanx.replies import Reply, Task
 from tests.support.batch_tasks import DOWNLINK, TASKS
+from tests.support.signed_replies import unsigned_reply
 
 
 def reply_of(worker: int) -> Reply:
-    return Reply(
-        worker=worker,
-        client_id=f"c{worker}",
-        run_id="run",
-        round=4,
-        nonce="nonce",
-        files=(worker,),
-        payloads=(b"p",),
-        digests=("d",),
-        signature=b"s",
-    )
+    return unsigned_reply(worker, (b"p",), files=(worker,), round_=4)
 
 
 def test_a_batch_survives_the_round_trip_task_by_task_with_one_downlink() -> None:
