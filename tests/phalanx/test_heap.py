@@ -47,3 +47,21 @@ def test_freed_heap_memory_goes_back_to_the_operating_system() -> None:
     megabytes = 1 << 20
     assert full - kept < 50 * megabytes  # freed, yet still resident
     assert kept - returned > 250 * megabytes
+
+
+def test_finding_malloc_trim_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A child forked from a coordinator holding gigabytes counts them again in the
+    # process tree's resident memory (ctypes.util.find_library runs ldconfig).
+    started: list[object] = []
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        started.append(args)
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    heap._malloc_trim.cache_clear()
+    try:
+        assert return_freed_memory()
+    finally:
+        heap._malloc_trim.cache_clear()
+    assert started == []
