@@ -24,7 +24,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
     """
     try:
         trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # no such symbol, or no CDLL(None) here
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
