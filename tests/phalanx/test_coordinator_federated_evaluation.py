@@ -127,14 +127,15 @@ def test_a_report_that_never_comes_is_left_out_and_its_client_is_on_the_record_a
     assert not [e for e in r.events if e.worker == 3]
 
 
+@pytest.mark.parametrize("error", [OSError, SystemExit], ids=["os-error", "sys-exit"])
 def test_a_client_that_fails_to_evaluate_is_on_the_record_as_a_fault_not_a_liar(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
 ) -> None:
     config = local_config(rounds=2)
     workers = inprocess_workers(config, RUN_ID)
 
     def unreadable(*args: object, **kwargs: object) -> None:
-        raise OSError("the local test split is unreadable")
+        raise error("the local test split is unreadable")
 
     monkeypatch.setattr(workers[2], "evaluate", unreadable)
     reports = execute_run(
