@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from tests.support.batch_grid import run_batched
 from tests.support.configs import small_config
 from tests.support.coordinator_runs import run
 from tests.support.fake_grid import server_task_identity
-from tests.support.signed_replies import unsigned_reply
+from tests.support.signed_replies import resigned, unsigned_reply
 
 HONEST = small_config(rounds=1, attack={"name": None, "q": 0})
 """Seven workers, seven files, each computed by three of them (r = 3)."""
@@ -76,16 +76,27 @@ def test_in_process_the_three_replicas_of_a_file_share_one_payload(admitted: lis
     assert not report.flagged and not report.events
 
 
-@pytest.fixture
-def _server_task_identity() -> Iterator[None]:
-    with server_task_identity():
-        yield
-
-
-@pytest.mark.usefixtures("_server_task_identity")
 def test_through_flower_batches_the_three_replicas_of_a_file_share_one_payload(
     admitted: list[Reply],
 ) -> None:
-    (report,), _ = run_batched(HONEST)
+    with server_task_identity():
+        (report,), _ = run_batched(HONEST)
     assert len(admitted) == 7 and distinct_objects(admitted) == 7
     assert not report.flagged and not report.events
+
+
+def test_a_worker_sending_a_neighbours_payload_as_its_own_is_the_one_caught() -> None:
+    # The pool shares the copied bytes with the worker they came from: the copy must
+    # still be judged as the copier's alone.
+    seen: dict[int, Reply] = {}
+
+    def copy_worker_0(reply: Reply) -> Reply:
+        seen.setdefault(reply.worker, reply)
+        if reply.worker != 3:
+            return reply
+        stolen = seen[0].payloads[-1]
+        return resigned(reply, payloads=(stolen,) * len(reply.payloads))
+
+    (report,) = run(HONEST, tamper=copy_worker_0).reports
+    assert report.flagged == (3,)
+    assert {e.worker for e in report.events} == {3}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,12 +19,6 @@ from tests.support.fake_grid import server_task_identity
 HONEST = small_config(rounds=1, attack={"name": None, "q": 0})
 QUITTER = 2
 """Shares the first virtual node with workers 0, 4 and 6 in a batched run."""
-
-
-@pytest.fixture(autouse=True)
-def _server_task_identity() -> Iterator[None]:
-    with server_task_identity():
-        yield
 
 
 @pytest.fixture
@@ -46,7 +39,8 @@ def faults(report: RoundReport) -> list[tuple[int | None, str]]:
 
 @pytest.mark.usefixtures("quitter")
 def test_in_a_batch_only_the_worker_that_exits_fails() -> None:
-    (report,), _ = run_batched(HONEST)
+    with server_task_identity():
+        (report,), _ = run_batched(HONEST)
     assert faults(report) == [(QUITTER, EventKind.WORKER_ERROR.value)]
     assert not report.flagged
     assert "SystemExit" in str(report.events[0].evidence)
