@@ -22,11 +22,15 @@ z-score of four updates is mostly noise (on digits, one honest buffer of 4 in 19
 an update scored above the threshold on its own, none of 300 among 15). In this mode
 a round's "files" are its buffer's slots in arrival order.
 
-Everything goes through the :class:`~phalanx.exchange.Transport` protocol, one
-exchange per batch of workers starting at the same simulated moment, so the
-in-process double and Flower's simulation engine run it alike. A deployment would
-need a transport that keeps tasks out while others come back; the config refuses
-that backend.
+In simulation everything goes through the :class:`~phalanx.exchange.Transport`
+protocol, one exchange per batch of workers starting at the same simulated moment,
+so the in-process double and Flower's simulation engine run it alike. In a
+deployment (the systems model off) the same loop runs on real arrival times over a
+:class:`~phalanx.exchange.Stream`: tasks go out as workers become free, and each
+answer is taken as it comes, timed by the stream's clock. A task out longer than
+``deployment.round_timeout_s`` is given up on (its worker counts as gone); should
+its answer come after all, it is counted late, never checked, and the worker, alive
+after all, is given the newest model.
 
 A resumed run continues from the checkpoint's model, version and simulated time with
 every worker starting afresh on that model: work in flight when the coordinator
@@ -58,6 +62,7 @@ from phalanx.asynchronous.stepsize import buffer_scale, default_threshold
 from phalanx.coordinator import Coordinator
 from phalanx.detection import Replica, compare_round, judge
 from phalanx.event_kinds import EventKind
+from phalanx.exchange import Arrival, Stream
 from phalanx.faults import RunFailedError, common_failure
 from phalanx.intake import RoundChecks
 from phalanx.nets import model_digest
@@ -106,9 +111,9 @@ class _Round:
     faults: list[str] = field(default_factory=list)
     responses: dict[int, tuple[float, str]] = field(default_factory=dict)
     stale: int = 0
+    late: int = 0
     away: int = 0
     arrivals: int = 0
-    unusable_streak: int = 0
     bytes_up: int = 0
 
 
@@ -117,7 +122,9 @@ class AsyncCoordinator(Coordinator):
 
     Takes the parameters of :class:`~phalanx.coordinator.Coordinator`; the run's
     ``asynchronous`` section must be enabled (which the config allows only with
-    ``assignment.r = 1``, the systems model, in simulation, without the codec).
+    ``assignment.r = 1``, without the codec, and in simulation only with the systems
+    model). Without the systems model the transport must be a
+    :class:`~phalanx.exchange.Stream`: the run goes by real arrival times.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -147,6 +154,19 @@ class AsyncCoordinator(Coordinator):
         self._bytes_down = 0
         self._dispatched = 0
         self._plans: dict[int, tuple[Assignment, list[tuple[int, ...]]]] = {}
+        self._stream: Stream | None = None
+        if not config.systems.enabled:
+            if not isinstance(self.transport, Stream):
+                raise ValueError(
+                    "asynchronous mode on real arrival times needs a transport that keeps "
+                    f"tasks out while others come back; {type(self.transport).__name__} "
+                    "cannot: simulate with systems.enabled = true instead"
+                )
+            self._stream = self.transport
+        self._origin = 0.0 if self._stream is None else self._stream.now()
+        # Tasks out on the stream, by nonce: (task, model version, when sent).
+        self._in_flight: dict[str, tuple[Task, int, float]] = {}
+        self._given_up: set[str] = set()
 
     def _plan(self, number: int) -> tuple[Assignment, list[tuple[int, ...]]]:
         """Return data round ``number``'s assignment and files' samples, drawn once each.
@@ -201,7 +221,7 @@ class AsyncCoordinator(Coordinator):
         self._version = t - 1
         self._benched = {w: until for w, until in self._benched.items() if until >= t}
         self._bytes_down = self._dispatched = 0
-        gathered = _Round(started_s=self._simulated_s)
+        gathered = _Round(started_s=self._now())
         waiting, self._waiting = self._waiting, set()
         self._dispatch(waiting)
         while len(gathered.slots) < self._settings.buffer_size:
@@ -213,18 +233,82 @@ class AsyncCoordinator(Coordinator):
         report.timings["persist"] = time.perf_counter() - persist
         return report
 
+    def _now(self) -> float:
+        """Seconds since the run began: on the simulated clock, or the stream's."""
+        if self._stream is None:
+            return self._simulated_s
+        return self._stream.now() - self._origin
+
     def _next_job(self, t: int, gathered: _Round) -> Job[_Outcome]:
+        if self._stream is not None:
+            self._await_arrivals(self._stream, gathered)
         if not self._queue:
-            lost = sorted(self._vanished)
-            raise RunFailedError(
-                f"round {t}: no worker is at work any more ({len(lost)} of "
-                f"{self.config.assignment.num_workers} sent no reply, and the others are "
-                f"benched), with {len(gathered.slots)} of {self._settings.buffer_size} "
-                "updates buffered"
-            )
+            raise RunFailedError(self._nobody_at_work(t, gathered))
         job = self._queue.pop()
-        self._simulated_s = job.returns_s
+        if self._stream is None:
+            self._simulated_s = job.returns_s
         return job
+
+    def _nobody_at_work(self, t: int, gathered: _Round) -> str:
+        """Say why no update can come: who vanished, who failed or was refused, and why."""
+        refused = gathered.rejected & self._waiting
+        counts = (
+            (len(self._vanished), "sent no reply"),
+            (len(refused), "failed or were refused since the last update"),
+            (len(self._benched), "benched"),
+        )
+        who = ", ".join(f"{n} {what}" for n, what in counts if n)
+        said = (
+            f"round {t}: no worker is at work any more ({who}; "
+            f"{self.config.assignment.num_workers} workers), with {len(gathered.slots)} of "
+            f"{self._settings.buffer_size} updates buffered"
+        )
+        if not refused:
+            return said
+        cause = common_failure(gathered.faults, len(refused)) or "see the round's detection events"
+        return f"{said}: {cause}"
+
+    def _await_arrivals(self, stream: Stream, gathered: _Round) -> None:
+        """Wait on the stream until an answer is queued or no task is out any more.
+
+        A task out longer than ``deployment.round_timeout_s`` is given up on.
+        """
+        limit = self.config.deployment.round_timeout_s
+        while not self._queue and self._in_flight:
+            now = self._now()
+            due = min(sent for _, _, sent in self._in_flight.values()) + limit
+            if due <= now:
+                for nonce, (task, _, sent) in list(self._in_flight.items()):
+                    if sent + limit <= now:
+                        del self._in_flight[nonce]
+                        self._given_up.add(nonce)
+                        self._vanished.add(task.worker)
+                continue
+            for arrival in stream.receive(due - now):
+                self._arrive(arrival, gathered)
+
+    def _arrive(self, arrival: Arrival, gathered: _Round) -> None:
+        """Queue a streamed answer as the job it ends; one given up on is late."""
+        task, outcome = arrival.task, arrival.outcome
+        entry = self._in_flight.pop(task.nonce, None)
+        if entry is None:
+            if task.nonce in self._given_up:
+                # Slow is not lying: counted, never checked; alive, so it works again.
+                self._given_up.discard(task.nonce)
+                self._vanished.discard(task.worker)
+                gathered.late += 1
+                gathered.responses[task.worker] = (arrival.seconds, "late")
+                self._dispatch([task.worker])
+            return
+        _, version, sent = entry
+        returns = max(sent + arrival.seconds, sent)
+        if isinstance(outcome, Rejection):
+            result = _Outcome(task, fault=outcome)
+        elif outcome.need_sync:
+            result = _Outcome(task, fault=_sync_refused(task.worker))
+        else:
+            result = _Outcome(task, outcome)
+        self._queue.push(Job(task.worker, version, task.round, sent, returns, result))
 
     def _take(self, job: Job[_Outcome], t: int, gathered: _Round) -> None:
         """Take one arrival: away, a fault, refused, stale or buffered; then give new work."""
@@ -239,15 +323,16 @@ class AsyncCoordinator(Coordinator):
             gathered.events.append(rejection_event(outcome.fault, self._client_ids[worker], t))
             gathered.faults.append(outcome.fault.reason)
             gathered.rejected.add(worker)
-            gathered.unusable_streak += 1
             gathered.responses[worker] = (job.duration_s, "kept")
         elif outcome.reply is not None:
             self._take_reply(job, outcome.task, outcome.reply, t, gathered)
-        self._check_progress_in_round(t, gathered)
-        if len(gathered.slots) < self._settings.buffer_size:
+        if len(gathered.slots) < self._settings.buffer_size and worker not in gathered.rejected:
             self._dispatch([worker])
         else:
-            self._waiting.add(worker)  # it pulls the model this buffer makes
+            # It pulls the model this buffer makes. A worker whose answer failed or was
+            # refused waits for it too: one that answers garbage at once must not
+            # be sent a model per answer, or fill the record, faster than others work.
+            self._waiting.add(worker)
 
     def _take_reply(
         self, job: Job[_Outcome], task: Task, reply: Reply, t: int, gathered: _Round
@@ -266,42 +351,21 @@ class AsyncCoordinator(Coordinator):
         if not replicas:
             gathered.events.extend(checks.events)
             gathered.rejected.add(worker)
-            gathered.unusable_streak += 1
             return
-        gathered.unusable_streak = 0
         for replica in replicas:
             slot = len(gathered.slots)
             gathered.slots.append(Replica(worker, slot, replica.value, replica.digest))
             gathered.stalenesses.append(tau)
-
-    def _check_progress_in_round(self, t: int, gathered: _Round) -> None:
-        """Fail the run when replies keep failing or being refused with no update between.
-
-        ``3 K`` such arrivals in a row per ``training.max_rounds_without_update``: every
-        worker failing a few times over, which no straggler or lone liar can cause.
-        """
-        workers = self.config.assignment.num_workers
-        limit = 3 * workers * self.config.training.max_rounds_without_update
-        if gathered.unusable_streak < limit:
-            return
-        failed = common_failure(gathered.faults, len(gathered.faults))
-        cause = failed or (
-            f"{gathered.unusable_streak} replies in a row failed or were refused; see the "
-            "round's detection events"
-        )
-        raise RunFailedError(
-            f"round {t}: {len(gathered.slots)} of {self._settings.buffer_size} updates "
-            f"buffered after {gathered.arrivals} arrivals: {cause}"
-        )
 
     def _dispatch(self, workers: Iterable[int]) -> None:
         """Give each of ``workers`` a task on the current model, at the current time.
 
         A benched worker waits for its bench to end; one the systems model has away for
         this task is back when the task would have ended, with nothing. A worker that
-        answers with neither a reply nor a fault is never heard of again.
+        answers with neither a reply nor a fault is never heard of again. On a stream
+        the tasks go out now and their answers are awaited in :meth:`_next_job`.
         """
-        now = self._simulated_s
+        now = self._now()
         tasks: list[Task] = []
         for worker in sorted(set(workers)):
             if worker in self._benched:
@@ -311,7 +375,9 @@ class AsyncCoordinator(Coordinator):
             number = self._tasks_given[worker]
             assignment, samples = self._plan(number)
             files = assignment.files_of(worker)
-            if is_available(self.config.systems, self.config.seed, worker, number):
+            # Only the systems model sends a worker away; a deployment's are there or not.
+            systems, seed = self.config.systems, self.config.seed
+            if self._stream is not None or is_available(systems, seed, worker, number):
                 tasks.append(
                     Task(
                         self.run_id,
@@ -326,6 +392,11 @@ class AsyncCoordinator(Coordinator):
                 back = now + self._busy_s(worker, number, 0, len(files))
                 self._queue.push(Job(worker, self._version, number, now, back, _Outcome(None)))
         if not tasks:
+            return
+        if self._stream is not None:
+            self._bytes_down += self._stream.send(tasks, self.channel.downlink())
+            self._dispatched += len(tasks)
+            self._in_flight.update((task.nonce, (task, self._version, now)) for task in tasks)
             return
         exchange = self.transport.exchange(tasks, self.channel.downlink())
         self._bytes_down += exchange.bytes_down
@@ -344,12 +415,7 @@ class AsyncCoordinator(Coordinator):
                 )
             elif reply.need_sync:
                 answered.add(reply.worker)
-                refused = Rejection(
-                    reply.worker,
-                    EventKind.MALFORMED_REPLY,
-                    "asked for the full model, which every task carries",
-                )
-                self._push_fault(by_worker[reply.worker], refused, per_task)
+                self._push_fault(by_worker[reply.worker], _sync_refused(reply.worker), per_task)
             else:
                 answered.add(reply.worker)
                 self._push_reply(by_worker[reply.worker], reply, per_task)
@@ -460,6 +526,12 @@ class AsyncCoordinator(Coordinator):
         loss, accuracy, evaluated = self._evaluate(t)
         timings["evaluate"] = time.perf_counter() - clock
         summary = StalenessSummary.of(gathered.stalenesses)
+        now = self._now()
+        elapsed = (
+            {"simulated_s": now - gathered.started_s, "simulated_total_s": now}
+            if self._stream is None
+            else {"collected_s": now - gathered.started_s}
+        )
         return RoundReport(
             round=t,
             started_at=started,
@@ -485,14 +557,14 @@ class AsyncCoordinator(Coordinator):
                 "staleness_max": float(summary.max),
                 "stale_dropped": float(gathered.stale),
                 "stale_dropped_total": float(self._stale_total),
-                # Stale updates are this mode's late replies: came too late to count.
-                "late_replies": float(gathered.stale),
+                # Stale updates are this mode's late replies: came too late to count, as
+                # do answers to tasks given up on.
+                "late_replies": float(gathered.stale + gathered.late),
                 "step_scale": scale,
                 "away_tasks": float(gathered.away),
                 "arrivals": float(gathered.arrivals),
                 "dispatched_workers": float(self._dispatched),
-                "simulated_s": self._simulated_s - gathered.started_s,
-                "simulated_total_s": self._simulated_s,
+                **elapsed,
             },
             agreement=AgreementRecord.from_verdict(verdict, left_out=step.left_out),
             responses=_responses(gathered.responses, self._client_ids),
@@ -500,6 +572,13 @@ class AsyncCoordinator(Coordinator):
                 sorted({self._client_ids[w] for w in gathered.responses if w in self._client_ids})
             ),
         )
+
+
+def _sync_refused(worker: int) -> Rejection:
+    """Refuse a reply that asked for the full model: a fault of its worker."""
+    return Rejection(
+        worker, EventKind.MALFORMED_REPLY, "asked for the full model, which every task carries"
+    )
 
 
 def _responses(

@@ -537,13 +537,8 @@ class RunConfig(_Section):
                 "so redundancy would cost work and catch no liar; detection is outlier "
                 "screening per buffer instead (detection.outlier_threshold)"
             )
-        if self.deployment.backend == "deployment":
-            raise ValueError(
-                "asynchronous.enabled is not available in a deployment yet: it runs in "
-                "simulation, on the systems model's clock; use deployment.backend = "
-                "'simulation'"
-            )
-        if not self.systems.enabled:
+        deployed = self.deployment.backend == "deployment"
+        if not deployed and not self.systems.enabled:
             raise ValueError(
                 "asynchronous.enabled needs each worker's arrival times, which a simulation "
                 "takes from the systems model: set systems.enabled = true"

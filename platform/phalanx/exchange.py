@@ -7,13 +7,17 @@ that waits for replies in real time hands each one to a :class:`Listener` as it
 arrives and stops waiting once the listener says the round is closed: that is
 how a collection policy closes a deployed round without waiting for its
 slowest worker.
+
+Asynchronous mode in a deployment keeps tasks out while others come back: a
+:class:`Stream` sends tasks whenever the coordinator has some and hands back
+each answer (:class:`Arrival`) as it comes, with no round around them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from phalanx.channel import Downlink
 from phalanx.replies import Rejection, Reply, Task
@@ -82,5 +86,41 @@ class Transport(Protocol):
         :meth:`Listener.closed` is true; every reply it returns has been handed to
         the listener. A transport without a clock (the in-process double) hands
         them all over as arriving at once.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One task's answer as it came back from a :class:`Stream`.
+
+    ``outcome`` is the worker's reply, or why there is none (its ClientApp failed,
+    or what it sent could not be read): a fault of that worker alone.
+    """
+
+    task: Task
+    outcome: Reply | Rejection
+    seconds: float
+    """How long after the task went out it came."""
+
+
+@runtime_checkable
+class Stream(Protocol):
+    """Keeps tasks out while others come back: each answer handed over as it comes."""
+
+    def now(self) -> float:
+        """Seconds on the stream's clock (any origin): what arrivals are timed by."""
+        ...
+
+    def send(self, tasks: Sequence[Task], downlink: Downlink) -> int:
+        """Send each task with ``downlink`` at once; return the bytes that went down."""
+        ...
+
+    def receive(self, timeout: float) -> Sequence[Arrival]:
+        """Return the answers that came since the last call, waiting for one at most ``timeout``.
+
+        Returns as soon as anything came; an empty sequence when nothing did within
+        ``timeout`` seconds. Every answer of a task sent is handed over once, however
+        late.
         """
         ...

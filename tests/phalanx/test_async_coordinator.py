@@ -167,7 +167,11 @@ def test_a_run_whose_every_reply_is_forged_fails_with_the_cause() -> None:
     def forge(reply: Reply) -> Reply:
         return dataclasses.replace(reply, signature=b"\x30\x06\x02\x01\x01\x02\x01\x01")
 
-    with pytest.raises(RunFailedError, match="0 of 3 updates buffered after 12 arrivals"):
+    said = (
+        r"round 1: no worker is at work any more \(4 failed or were refused since the last "
+        r"update; 4 workers\), with 0 of 3 updates buffered: see the round's detection events"
+    )
+    with pytest.raises(RunFailedError, match=said):
         run(config, tamper=forge)
 
 

@@ -25,9 +25,10 @@ from phalanx.identity import (
     public_key_to_pem,
     save_private_key,
 )
+from phalanx.runs.dispatcher import Dispatcher
 from phalanx.runs.enrolled import EnrolledRoster
 from phalanx.runs.executor import execute
-from phalanx.store import ClientStatus, clients, runs
+from phalanx.store import ClientStatus, RunStatus, clients, runs
 
 
 def deployment_config(rounds: int = 1, *, nodes_timeout_s: float = 600.0) -> RunConfig:
@@ -133,3 +134,28 @@ def admit_clients(
     deployment = DeploymentBackend(sessions, control, tmp_path / "logs")
     deployment.admit()
     return deployment, ids
+
+
+def serve_to_success(
+    sessions: sessionmaker[Session], deployment: DeploymentBackend, run_id: str
+) -> None:
+    """Have the coordinator serve the queued run ``run_id``; check that it succeeded."""
+    said: list[str] = []
+    Dispatcher(sessions, "test-coordinator", {"deployment": deployment}, report=said.append).serve(
+        poll=1, once=True
+    )
+    with sessions() as session:
+        run = runs.get_run(session, run_id)
+        assert run.status == RunStatus.SUCCEEDED, (run.error, said)
+
+
+def run_to_success(
+    sessions: sessionmaker[Session], deployment: DeploymentBackend, config: RunConfig
+) -> str:
+    """Queue a run of ``config`` and serve it to success; return its id."""
+    with sessions.begin() as session:
+        run_id = runs.create_run(
+            session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
+        ).id
+    serve_to_success(sessions, deployment, run_id)
+    return run_id

@@ -21,6 +21,14 @@ def untouched(worker: int, reply: Message) -> Message:
     return reply
 
 
+def request_of(reply: Message) -> Message:
+    """A stand-in for the request a reply answers (Flower's ``reply_to`` needs one)."""
+    request = Message(RecordDict(), dst_node_id=1, message_type="train")
+    request.metadata.__dict__["_message_id"] = reply.metadata.reply_to_message_id
+    request.metadata.__dict__["_src_node_id"] = reply.metadata.dst_node_id
+    return request
+
+
 @contextmanager
 def server_task_identity() -> Iterator[None]:
     """Flower stamps instruction messages with the ServerApp's identity; play that process."""

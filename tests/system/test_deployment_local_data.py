@@ -35,10 +35,9 @@ from phalanx.flower.deployment.node_config import NodeIdentity
 from phalanx.flower.deployment.processes import ManagedProcess, free_port, wait_until
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.flower.deployment.supernode import SuperNodeOptions, start_supernode
-from phalanx.runs.dispatcher import Dispatcher
-from phalanx.store import RunStatus, rounds, runs
+from phalanx.store import rounds, runs
 from phalanx.store.models import DetectionEvent, Round
-from tests.support.deployment import admit_clients
+from tests.support.deployment import admit_clients, serve_to_success
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -118,16 +117,6 @@ def _federation(
     return deployment, ids
 
 
-def _execute(sessions: sessionmaker[Session], deployment: DeploymentBackend, run_id: str) -> None:
-    said: list[str] = []
-    Dispatcher(sessions, "test-coordinator", {"deployment": deployment}, report=said.append).serve(
-        poll=1, once=True
-    )
-    with sessions() as session:
-        run = runs.get_run(session, run_id)
-        assert run.status == RunStatus.SUCCEEDED, (run.error, said)
-
-
 def _recorded(
     sessions: sessionmaker[Session], run_id: str
 ) -> tuple[list[Round], list[DetectionEvent]]:
@@ -160,7 +149,7 @@ def test_each_node_trains_on_its_own_file_and_a_misfit_file_is_a_run_problem(
     deployment, ids = _federation(tmp_path, sqlite_sessions, superlink, started, data_paths)
     run_id = _local_run(sqlite_sessions, ROUNDS)
 
-    _execute(sqlite_sessions, deployment, run_id)
+    serve_to_success(sqlite_sessions, deployment, run_id)
 
     recorded, events = _recorded(sqlite_sessions, run_id)
     assert [r.number for r in recorded] == list(range(1, ROUNDS + 1))

@@ -31,7 +31,7 @@ from phalanx.flower.deployment.supernode import SuperNodeOptions, start_supernod
 from phalanx.runs.dispatcher import Dispatcher
 from phalanx.store import RunStatus, clients, rounds, runs
 from phalanx.store.models import DetectionEvent, WorkerResponseRow
-from tests.support.deployment import admit_clients
+from tests.support.deployment import admit_clients, run_to_success
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -242,18 +242,7 @@ def test_a_slow_nodes_finished_files_count_and_a_budget_cuts_its_files_at_a_boun
                 "deployment": {"backend": "deployment"},
             }
         )
-        with sqlite_sessions.begin() as session:
-            run_id = runs.create_run(
-                session, name=config.name, config=config.model_dump(mode="json"), seed=config.seed
-            ).id
-        said: list[str] = []
-        Dispatcher(
-            sqlite_sessions, "test-coordinator", {"deployment": deployment}, report=said.append
-        ).serve(poll=1, once=True)
-        with sqlite_sessions() as session:
-            run = runs.get_run(session, run_id)
-            assert run.status == RunStatus.SUCCEEDED, (run.error, said)
-        return run_id
+        return run_to_success(sqlite_sessions, deployment, config)
 
     def recorded(run_id: str) -> Recorded:
         with sqlite_sessions() as session:
@@ -317,3 +306,65 @@ def test_a_slow_nodes_finished_files_count_and_a_budget_cuts_its_files_at_a_boun
     assert not any(e.kind in FLAG_KINDS for e in events), [(e.kind, e.client_id) for e in events]
     with sqlite_sessions() as session:
         assert clients.get_client(session, slow).status.value == "approved"
+
+
+# The straggler's one answer comes ASYNC_DELAY_S after its ClientApp's start-up; the run
+# needs ASYNC_ROUNDS model updates of two answers each, one start-up S apiece (5 s idle,
+# up to 30 s under load): done by 2 S, long before S + 120 s.
+ASYNC_DELAY_S = 120.0
+ASYNC_ROUNDS = 2
+
+
+def test_an_asynchronous_run_goes_by_real_arrival_times_without_the_straggler(
+    tmp_path: Path,
+    sqlite_sessions: sessionmaker[Session],
+    superlink: tuple[RunningSuperLink, FlowerControl],
+    started: list[ManagedProcess],
+) -> None:
+    """Buffered asynchronous aggregation on real SuperNodes (r = 1, a buffer of two).
+
+    Three clients; one answers ``ASYNC_DELAY_S`` late. Each model update applies the
+    first two answers that come, and a worker that answered pulls the newest model at
+    once: the run finishes on the two fast nodes while the straggler's first task is
+    still out, and nobody is flagged.
+    """
+    link, control = superlink
+    names = ("fast-a", "fast-b", "straggler")
+    deployment, ids = admit_clients(sqlite_sessions, control, names, tmp_path)
+    slow = {"straggler": {"PHALANX_DELAY_S": str(ASYNC_DELAY_S)}}
+    start_nodes(link, control, ids, tmp_path, started, slow)
+    config = RunConfig.model_validate(
+        {
+            "name": "asynchronous",
+            "seed": 11,
+            "rounds": ASYNC_ROUNDS,
+            "data": {"dataset": "digits", "model": "mlp", "samples_per_file": 16},
+            "assignment": {"scheme": "none", "num_workers": 3, "r": 1},
+            "training": {"optimizer": "adam", "server_lr": 0.01},
+            "asynchronous": {"enabled": True, "buffer_size": 2, "max_staleness": 1},
+            "deployment": {"backend": "deployment"},
+        }
+    )
+    run_id = run_to_success(sqlite_sessions, deployment, config)
+
+    with sqlite_sessions() as session:
+        recorded = rounds.list_rounds(session, run_id)
+        events = list(
+            session.scalars(select(DetectionEvent).where(DetectionEvent.run_id == run_id))
+        )
+        responses = list(
+            session.scalars(select(WorkerResponseRow).where(WorkerResponseRow.run_id == run_id))
+        )
+    assert [r.number for r in recorded] == list(range(1, ASYNC_ROUNDS + 1))
+    for number, round_ in enumerate(recorded, start=1):
+        metrics = round_.metrics
+        assert metrics["model_version"] == number
+        assert metrics["buffered_updates"] == 2 and metrics["update_applied"] == 1.0
+        assert metrics["collected_s"] > 0 and "simulated_s" not in metrics
+    assert events == [], [(e.kind, e.client_id) for e in events]
+    # Every update came from the two fast nodes, each answering on the model it pulled.
+    fast = {ids["fast-a"], ids["fast-b"]}
+    assert {(r.round, r.client_id) for r in responses} == {
+        (t, c) for t in range(1, ASYNC_ROUNDS + 1) for c in fast
+    }
+    assert all(r.status == "kept" and r.seconds is not None for r in responses)

@@ -42,7 +42,8 @@ class AsynchronousConfig(NumbersNotBooleans):
     computed on a model more than ``max_staleness`` versions old is dropped and
     counted, never aggregated. Detection is outlier screening per buffer
     (``detection.outlier_threshold``): replicas computed on different model versions
-    cannot be compared, which is why ``r > 1`` is refused.
+    cannot be compared, which is why ``r > 1`` is refused. In simulation the updates
+    arrive by the systems model's clock; in a deployment, by their real arrival times.
     """
 
     model_config = ConfigDict(
@@ -58,7 +59,8 @@ class AsynchronousConfig(NumbersNotBooleans):
     enabled: bool = Field(
         default=False,
         strict=True,
-        description="Run asynchronously (simulation with systems.enabled, assignment.r = 1).",
+        description="Run asynchronously (assignment.r = 1; in simulation with systems.enabled, "
+        "in a deployment on real arrival times).",
     )
     buffer_size: int = Field(
         default=10,

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
-from phalanx.exchange import Exchange, LateReply, Listener
+from phalanx.exchange import Arrival, Exchange, LateReply, Listener
 from phalanx.faults import one_line
 from phalanx.federated_evaluation import EvaluationExchange, EvaluationReport, EvaluationTask
 from phalanx.flower.evaluation_records import (
@@ -67,6 +67,10 @@ class GridTransport:
       as replies are pulled, so a sweep costs K x window. The simulation engine sets
       it (its Ray actors work on a few messages at a time anyway); a deployment, whose
       SuperNodes all work at once, sends every task at once (``None``).
+
+    Asynchronous mode streams instead (:meth:`send`, :meth:`receive`): tasks go out
+    one message each whenever the coordinator has some, and each answer is handed
+    back as it is pulled, whatever else is still out.
 
     With a window, a node also has at most one of the round's messages out at once:
     a node of the simulation engine may host several workers, whose messages it is
@@ -126,6 +130,8 @@ class GridTransport:
         # comes during a later exchange is late, and said so.
         self._outstanding: dict[str, tuple[tuple[int, ...], float, int, int]] = {}
         self._exchanges = 0
+        # Streamed messages not answered yet, by id: (task, when pushed).
+        self._streamed: dict[str, tuple[Task, float]] = {}
         # Pulls made so far: what the backoff saves is counted, never timed.
         self.pulls = 0
 
@@ -234,6 +240,58 @@ class GridTransport:
             },
         }
         return Exchange(replies=replies, bytes_down=bytes_down, malformed=malformed, late=late)
+
+    def now(self) -> float:
+        """Seconds on the monotonic clock: what streamed answers are timed by."""
+        return time.monotonic()
+
+    def send(self, tasks: Sequence[Task], downlink: Downlink) -> int:
+        """Push one message per task now, answers to be had from :meth:`receive`.
+
+        Returns the bytes that went down. A message the Grid did not store (its node
+        is gone) is never answered: the coordinator gives up on it in time.
+        """
+        if not tasks:
+            return 0
+        messages = [self._message((task,), downlink) for task in tasks]
+        now = time.monotonic()
+        for mid, task in zip(self.grid.push_messages(messages), tasks, strict=True):
+            if mid:
+                self._streamed[mid] = (task, now)
+            else:
+                log.warning("worker %d's task was not stored by the Grid", task.worker)
+        return len(tasks) * (downlink.num_bytes + len(self.run_config_json))
+
+    def receive(self, timeout: float) -> list[Arrival]:
+        """Pull the answers to streamed tasks, waiting up to ``timeout`` s for the first.
+
+        Returns at once with nothing when nothing is out. Pulls back off as
+        :meth:`exchange`'s do.
+        """
+        deadline = time.monotonic() + timeout
+        wait = self.poll_interval
+        while self._streamed:
+            arrivals = self._pull_streamed()
+            remaining = deadline - time.monotonic()
+            if arrivals or remaining <= 0:
+                return arrivals
+            time.sleep(min(wait, remaining))
+            wait = min(2 * wait, self.max_poll_interval)
+        return []
+
+    def _pull_streamed(self) -> list[Arrival]:
+        self.pulls += 1
+        arrivals: list[Arrival] = []
+        for message in self.grid.pull_messages(list(self._streamed)):
+            entry = self._streamed.pop(message.metadata.reply_to_message_id, None)
+            if entry is None:
+                continue
+            task, sent_at = entry
+            outcome = _outcome(message, task.worker)
+            if isinstance(outcome, Reply):
+                outcome = dataclasses.replace(outcome, asked=task.files)
+            arrivals.append(Arrival(task, outcome, time.monotonic() - sent_at))
+        return arrivals
 
     def _message(self, batch: tuple[Task, ...], downlink: Downlink) -> Message:
         """Build the message that carries ``batch`` and the downlink to its workers' node.

@@ -55,7 +55,7 @@ def test_replicas_are_refused_with_the_reason() -> None:
 @pytest.mark.parametrize(
     ("overrides", "words"),
     [
-        ({"deployment": {"backend": "deployment"}, "systems": {"enabled": False}}, "deployment"),
+        ({"deployment": {"backend": "deployment"}}, "which a deployment has for real"),
         ({"systems": {"enabled": False}}, "set systems.enabled = true"),
         ({"collect": {"policy": "fastest_k", "k": 3}}, "remove the collect section"),
         ({"codec": {"enabled": True}}, "turn the codec off"),
@@ -65,6 +65,11 @@ def test_what_the_mode_cannot_do_is_refused_with_the_way_out(
     overrides: dict[str, Any], words: str
 ) -> None:
     assert words in refusal(**overrides)
+
+
+def test_a_deployment_runs_it_on_real_arrival_times_without_the_systems_model() -> None:
+    deployed = config(deployment={"backend": "deployment"}, systems={"enabled": False})
+    assert deployed.asynchronous.enabled and not deployed.systems.enabled
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from tests.support.fake_grid import (
     FakeGrid,
     Rewrite,
     WithholdingGrid,
+    request_of,
     server_task_identity,
     untouched,
 )
@@ -63,18 +64,10 @@ def with_fields(victim: int, **changes: Any) -> Rewrite:
         if worker != victim or reply.has_error():
             return reply
         fields = {**dict(reply.content.config_records[REPLY]), **changes}
-        rewritten = Message(RecordDict({REPLY: ConfigRecord(fields)}), reply_to=_request(reply))
+        rewritten = Message(RecordDict({REPLY: ConfigRecord(fields)}), reply_to=request_of(reply))
         return rewritten
 
     return rewrite
-
-
-def _request(reply: Message) -> Message:
-    """A stand-in for the request a reply answers (Flower's reply_to needs one)."""
-    request = Message(RecordDict(), dst_node_id=1, message_type="train")
-    request.metadata.__dict__["_message_id"] = reply.metadata.reply_to_message_id
-    request.metadata.__dict__["_src_node_id"] = reply.metadata.dst_node_id
-    return request
 
 
 @pytest.mark.parametrize(
@@ -101,7 +94,7 @@ def test_a_clientapp_that_raises_is_a_low_severity_fault_with_one_line() -> None
     def crash(worker: int, reply: Message) -> Message:
         if worker != victim:
             return reply
-        return Message(Error(code=2, reason=traceback), reply_to=_request(reply))
+        return Message(Error(code=2, reason=traceback), reply_to=request_of(reply))
 
     reports = run_over_grid(honest_config(), crash)
     for report in reports:

@@ -1,5 +1,8 @@
 """GridTransport pulls in batches with backoff and keeps at most its window of messages out.
 
+It also streams (asynchronous mode in a deployment): tasks go out while others are
+out, and each answer is handed back as it is pulled.
+
 The Grid is the test double that runs the real ClientApp; the transport's clock is a
 fake one that moves only when the transport sleeps between pulls, so the waits below
 are exact and no wall-clock time is asserted.
@@ -12,18 +15,19 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from flwr.app import Message
+from flwr.app import Error, Message
 
 import phalanx.flower.transport as grid_transport
 from phalanx.channel import PlainChannel
 from phalanx.data import load_dataset
+from phalanx.exchange import Stream
 from phalanx.flower.transport import GridTransport
 from phalanx.nets import flatten_params, init_model
-from phalanx.replies import Task
+from phalanx.replies import Rejection, Reply, Task
 from phalanx_clients.app import build_client_app
 from tests.support.clock import FakeClock
 from tests.support.configs import small_config
-from tests.support.fake_grid import NODE_BASE, FakeGrid, server_task_identity
+from tests.support.fake_grid import NODE_BASE, FakeGrid, request_of, server_task_identity
 from tests.support.planned_tasks import planned_task
 
 CONFIG = small_config(attack={"name": None, "q": 0})
@@ -71,9 +75,10 @@ class SlowGrid(FakeGrid):
         return super().pull_messages([i for i in message_ids if i not in held])
 
 
-def tasks() -> list[Task]:
+def tasks(workers: Iterable[int] | None = None) -> list[Task]:
     train = load_dataset("digits", "train")
-    return [planned_task(CONFIG, len(train.y), 1, w) for w in range(len(NODES))]
+    chosen = range(len(NODES)) if workers is None else workers
+    return [planned_task(CONFIG, len(train.y), 1, w) for w in chosen]
 
 
 def one_node_each(everyone: list[Task]) -> object:
@@ -184,3 +189,77 @@ def test_a_node_hosting_several_workers_has_one_message_out_at_a_time(
     assert max(sum(counts.values()) for counts in grid.out_by_node) <= window
     payloads = {r.worker: r.payloads for r in exchange.replies}
     assert payloads == {r.worker: r.payloads for r in expected.replies}
+
+
+class CrashingGrid(SlowGrid):
+    """A grid on which one worker's ClientApp fails on every message (Flower's error reply)."""
+
+    def __init__(self, worker: int) -> None:
+        super().__init__({})
+        self.crashing = NODES[worker]
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = list(super().push_messages(messages))
+        for mid in ids:
+            reply = self.replies[mid]
+            if reply.metadata.src_node_id == self.crashing:
+                error = Error(code=2, reason="Traceback\nOSError: disk full")
+                self.replies[mid] = Message(error, reply_to=request_of(reply))
+        return ids
+
+
+def streaming(grid: FakeGrid) -> GridTransport:
+    return GridTransport(
+        grid,  # type: ignore[arg-type]
+        NODES,
+        CONFIG.model_dump_json(),
+        poll_interval=0.01,
+        max_poll_interval=0.08,
+    )
+
+
+def test_answers_come_back_one_pull_at_a_time_while_later_tasks_go_out(clock: FakeClock) -> None:
+    grid = SlowGrid({0: 1, 1: 4, 2: None})
+    transport = streaming(grid)
+    assert isinstance(transport, Stream)
+    sent = tasks([0, 1, 2])
+    bytes_down = transport.send(sent, downlink())  # type: ignore[arg-type]
+    assert bytes_down == 3 * (downlink().num_bytes + len(CONFIG.model_dump_json()))  # type: ignore[attr-defined]
+
+    (first,) = transport.receive(timeout=5.0)
+    assert first.task == sent[0] and clock.now == 0.0  # there at the first pull
+    assert isinstance(first.outcome, Reply)
+    assert first.outcome.worker == 0 and first.outcome.asked == sent[0].files
+    # A task sent while others are out; answers come as they are pulled.
+    later = tasks([3])
+    transport.send(later, downlink())  # type: ignore[arg-type]
+    (quick,) = transport.receive(timeout=5.0)
+    assert quick.task == later[0] and clock.pauses == []
+    (slow,) = transport.receive(timeout=5.0)  # worker 1's, at the fourth pull
+    assert slow.task == sent[1] and clock.pauses == [0.01]
+    assert slow.seconds == pytest.approx(0.01)
+
+
+def test_a_task_never_answered_waits_out_the_timeout_and_stays_out(clock: FakeClock) -> None:
+    transport = streaming(SlowGrid({2: None}))
+    transport.send(tasks([2]), downlink())  # type: ignore[arg-type]
+    assert transport.receive(timeout=0.5) == []
+    assert clock.now == pytest.approx(0.5)
+    assert max(clock.pauses) <= 0.08  # backed off to its cap, never beyond the timeout
+    assert transport.receive(timeout=0.2) == []  # still out, still waited for
+
+
+def test_with_nothing_out_receive_returns_at_once(clock: FakeClock) -> None:
+    transport = streaming(SlowGrid({}))
+    assert transport.receive(timeout=600.0) == []
+    assert clock.now == 0.0
+
+
+def test_a_failed_clientapp_is_its_own_fault_in_one_line(clock: FakeClock) -> None:
+    transport = streaming(CrashingGrid(4))
+    transport.send(tasks([4, 5]), downlink())  # type: ignore[arg-type]
+    outcomes = {a.task.worker: a.outcome for a in transport.receive(timeout=1.0)}
+    assert isinstance(outcomes[5], Reply)
+    fault = outcomes[4]
+    assert isinstance(fault, Rejection)
+    assert (fault.worker, fault.kind, fault.reason) == (4, "worker_error", "OSError: disk full")

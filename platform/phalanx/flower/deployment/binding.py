@@ -7,7 +7,8 @@ signature with the client's registered key; :class:`NodeBindingTransport`
 adds the deployment check: the node id the client signed must be the node the
 task was sent to, i.e. the node the SuperLink admitted the client under. A
 reply that fails it is refused and recorded as a ``node_id_mismatch``
-detection event (severity high); the round goes on without it.
+detection event (severity high); the round goes on without it. Streamed answers
+(asynchronous mode) are checked alike.
 
 A reply whose signature does not verify is left alone here: the coordinator
 rejects it as ``bad_signature``, the more precise finding.
@@ -22,7 +23,7 @@ from torch import Tensor
 
 from phalanx.channel import Downlink
 from phalanx.event_kinds import EventKind
-from phalanx.exchange import Exchange, Listener, Transport
+from phalanx.exchange import Arrival, Exchange, Listener, Stream, Transport
 from phalanx.federated_evaluation import EvaluationExchange, EvaluationTask, FederatedEvaluator
 from phalanx.identity import IdentityError, verify_reply
 from phalanx.replies import Rejection, Reply, Task
@@ -122,6 +123,31 @@ class NodeBindingTransport:
         return Exchange(
             replies=kept, bytes_down=exchange.bytes_down, malformed=refused, late=exchange.late
         )
+
+    def now(self) -> float:
+        """Return the inner stream's clock."""
+        return self._stream().now()
+
+    def send(self, tasks: Sequence[Task], downlink: Downlink) -> int:
+        """Stream ``tasks`` through the inner transport."""
+        return self._stream().send(tasks, downlink)
+
+    def receive(self, timeout: float) -> list[Arrival]:
+        """Return the inner stream's answers, each reply not bound to its node refused."""
+        arrivals = []
+        for arrival in self._stream().receive(timeout):
+            outcome = arrival.outcome
+            if isinstance(outcome, Reply):
+                problem = self._problem(outcome)
+                if problem is not None:
+                    outcome = Rejection(outcome.worker, NODE_ID_MISMATCH, problem)
+            arrivals.append(Arrival(arrival.task, outcome, arrival.seconds))
+        return arrivals
+
+    def _stream(self) -> Stream:
+        if not isinstance(self.inner, Stream):
+            raise TypeError(f"{type(self.inner).__name__} cannot stream tasks")
+        return self.inner
 
     def evaluate(self, tasks: Sequence[EvaluationTask], weights: Tensor) -> EvaluationExchange:
         """Federated evaluation through the inner transport (reports carry no signature).

@@ -12,7 +12,7 @@ from torch import Tensor
 from phalanx.channel import Downlink
 from phalanx.data import load_dataset
 from phalanx.data_mode import ModelShape
-from phalanx.exchange import Exchange, Listener
+from phalanx.exchange import Arrival, Exchange, Listener
 from phalanx.federated_evaluation import EvaluationExchange, EvaluationReport, EvaluationTask
 from phalanx.flower.deployment.binding import (
     NODE_ID_MISMATCH,
@@ -20,7 +20,7 @@ from phalanx.flower.deployment.binding import (
     node_binding_problem,
 )
 from phalanx.identity import PrivateKey, generate_private_key, sign_reply
-from phalanx.replies import Reply, Task
+from phalanx.replies import Rejection, Reply, Task
 from phalanx.reports import RoundReport
 from phalanx.roster import Member
 from phalanx.runs.executor import build_coordinator
@@ -130,6 +130,51 @@ def test_a_reply_on_the_wrong_node_is_never_heard_by_the_round_s_policy(key: Pri
     listener = HeardReplies()
     bound.exchange([], Downlink(kind="full", target=""), listener)
     assert listener.heard == [1] and listener.failures == [0]
+
+
+class FakeStreamingTransport:
+    """Hands back fixed answers as streamed (a test double of the Grid transport's stream)."""
+
+    def __init__(self, arrivals: list[Arrival]) -> None:
+        self.arrivals = arrivals
+        self.sent: list[Task] = []
+
+    def now(self) -> float:
+        return 3.0
+
+    def send(self, tasks: Sequence[Task], downlink: Downlink) -> int:
+        self.sent.extend(tasks)
+        return 11
+
+    def receive(self, timeout: float) -> list[Arrival]:
+        return self.arrivals
+
+
+def test_a_streamed_reply_on_the_wrong_node_is_refused_as_a_mismatch(key: PrivateKey) -> None:
+    # Asynchronous mode in a deployment streams its answers: the binding holds there too.
+    other_key = generate_private_key()
+    honest = dataclasses.replace(_signed(other_key, node_id=OTHER_NODE, client_id="c-2"), worker=1)
+    liar = _signed(key, node_id=OTHER_NODE)
+    task = Task("r", 1, "n", 0, (0,))
+    fault = Rejection(2, "worker_error", "OSError: disk full")
+    inner = FakeStreamingTransport(
+        [Arrival(task, liar, 1.5), Arrival(task, honest, 2.5), Arrival(task, fault, 0.5)]
+    )
+    members = {0: Member(0, "c-1", key.public_key()), 1: Member(1, "c-2", other_key.public_key())}
+    bound = NodeBindingTransport(inner, members, {0: NODE, 1: OTHER_NODE})
+    assert bound.send([task], Downlink(kind="full", target="")) == 11
+    assert inner.sent == [task] and bound.now() == 3.0
+    first, second, third = bound.receive(timeout=1.0)
+    assert isinstance(first.outcome, Rejection)
+    assert (first.outcome.worker, first.outcome.kind) == (0, NODE_ID_MISMATCH)
+    assert (first.task, first.seconds) == (task, 1.5)
+    assert second.outcome == honest and third.outcome == fault
+
+
+def test_a_transport_that_cannot_stream_says_so() -> None:
+    bound = NodeBindingTransport(FakeTransport([]), {}, {})
+    with pytest.raises(TypeError, match="FakeTransport cannot stream tasks"):
+        bound.receive(timeout=1.0)
 
 
 class FakeSink:
