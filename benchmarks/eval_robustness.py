@@ -38,8 +38,9 @@ relabelling on, on ``mols``, ``subsets`` and ``bibd`` (K = 15, r = 3), q = 1..5,
 3 seeds, each at the default bound of the proof across rounds and at
 ``detection.max_adversaries = 5``, and judge them by the rounds until every
 adversary is flagged and the distorted fraction after round 10. ``--colluders``
-runs only those and merges them into the existing results; ``--quick`` runs a
-tiny version of both.
+runs only those and merges them into the existing results, each run as it
+finishes (``--missing-only``: only the runs without a stored row, so a stopped
+grid goes on); ``--quick`` runs a tiny version of both.
 
 Writes ``benchmarks/results/robustness.json`` (the grid's rows, then the
 colluders' rows, marked ``"table": "colluders"``) and ``robustness.md``
@@ -74,6 +75,8 @@ from benchmarks.lib.colluders_markdown import (
 )
 from benchmarks.lib.colluders_runs import (
     ColluderRow,
+    case_key,
+    colluder_key,
     join_rows,
     merge_colluders,
     run_colluders,
@@ -150,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the colluders' rows and merge them into robustness.json",
     )
     parser.add_argument(
+        "--missing-only",
+        action="store_true",
+        help="with --colluders, run only the runs without a stored row (a stopped grid goes on)",
+    )
+    parser.add_argument(
         "--flag-within",
         type=int,
         default=None,
@@ -199,12 +207,21 @@ def main(argv: list[str] | None = None) -> int:
         colluder_minutes = sum(r.seconds for r in colluders) / args.jobs / 60
     elif args.colluders:
         rows, colluders = split_rows(read_json(results)) if results.exists() else ([], [])
+        if args.missing_only:
+            stored = {colluder_key(r) for r in colluders}
+            colluder_cases = [c for c in colluder_cases if case_key(c) not in stored]
         started = time.perf_counter()
-        fresh = run_colluders(colluder_cases, settings, after, args.jobs, log_colluder_row)
-        colluders = merge_colluders(colluders, fresh)
+
+        def keep(row: ColluderRow) -> None:
+            # Each finished run is stored at once, so a stopped grid loses only its runs in flight.
+            nonlocal colluders
+            log_colluder_row(row)
+            colluders = merge_colluders(colluders, [row])
+            write_json(results, join_rows(rows, colluders))
+
+        run_colluders(colluder_cases, settings, after, args.jobs, keep)
         colluder_minutes = (time.perf_counter() - started) / 60
         minutes = stored_minutes(rows, args.jobs)
-        write_json(results, join_rows(rows, colluders))
     else:
         started = time.perf_counter()
         rows = run_grid([*cases, *longer], settings, args.jobs, log_row)

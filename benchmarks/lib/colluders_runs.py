@@ -352,6 +352,11 @@ def colluder_key(row: ColluderRow) -> tuple[str, str, int, int, int, int]:
     return (row.defence, row.strategy, row.q, row.bound, row.seed, row.rounds)
 
 
+def case_key(case: ColluderCase) -> tuple[str, str, int, int, int, int]:
+    """The :func:`colluder_key` of the row ``case`` gives."""
+    return (case.defence.name, case.strategy, case.q, case.bound, case.seed, case.rounds)
+
+
 def merge_colluders(old: Sequence[ColluderRow], new: Sequence[ColluderRow]) -> list[ColluderRow]:
     """``old`` with each row of the same run as a new row replaced; the other new rows after."""
     fresh = {colluder_key(r): r for r in new}
