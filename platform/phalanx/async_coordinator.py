@@ -16,11 +16,19 @@ right after the update otherwise.
 Detection is outlier screening per buffer: each buffered update is a file of its own
 with one holder (replicas computed on different model versions cannot be compared,
 so the config refuses ``r > 1``), scored by :func:`~phalanx.detection.judge`'s r = 1
-rule. A buffer smaller than :data:`SCREENING_CROWD` is scored among the most recent
-accepted updates of earlier buffers as well (judged are only its own): the robust
+rule. Honest updates computed on different model versions differ as honest clients'
+data do (a buffer of 100 MLP updates, 80 computed on one version and 20 on the next,
+had 19 of the 20 flagged when scored together), so a version with at least
+:data:`SCREENING_CROWD` updates in the buffer is scored among its own. The others
+are scored together, among the most recent accepted updates of earlier buffers as
+well up to :data:`SCREENING_CROWD` (judged are only the buffer's own): the robust
 z-score of four updates is mostly noise (on digits, one honest buffer of 4 in 19 had
 an update scored above the threshold on its own, none of 300 among 15). In this mode
 a round's "files" are its buffer's slots in arrival order.
+
+A worker holds at most one slot of a buffer: once its update is buffered (or refused,
+or its task failed) it waits for the model the buffer makes. On real time a worker
+sets its own pace; one that answers at once must not fill a buffer alone.
 
 In simulation everything goes through the :class:`~phalanx.exchange.Transport`
 protocol, one exchange per batch of workers starting at the same simulated moment,
@@ -45,7 +53,7 @@ import logging
 import secrets
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -75,9 +83,11 @@ from phalanx.systems.clock import arrival_time, is_available
 log = logging.getLogger(__name__)
 
 SCREENING_CROWD = 15
-"""Updates a buffer's outlier scores are taken among, at least: the buffer, then recent
-accepted updates. The r = 1 threshold was calibrated on rounds of 15 workers
-(:data:`~phalanx.detection.outliers.DEFAULT_OUTLIER_THRESHOLD`)."""
+"""Updates of one model version its outlier scores are taken among, at least: the
+buffer's, then recent accepted ones. The r = 1 threshold was calibrated on rounds of
+15 workers (:data:`~phalanx.detection.outliers.DEFAULT_OUTLIER_THRESHOLD`)."""
+MIXED = -1
+"""The stratum of the updates of versions too few in their buffer to be scored alone."""
 
 PLANS_KEPT = 8
 """Data rounds whose plan (assignment and files' samples) the coordinator keeps at once."""
@@ -108,6 +118,7 @@ class _Round:
     stalenesses: list[int] = field(default_factory=list)
     events: list[EventReport] = field(default_factory=list)
     rejected: set[int] = field(default_factory=set)
+    buffered: set[int] = field(default_factory=set)
     faults: list[str] = field(default_factory=list)
     responses: dict[int, tuple[float, str]] = field(default_factory=dict)
     stale: int = 0
@@ -256,6 +267,7 @@ class AsyncCoordinator(Coordinator):
             (len(self._vanished), "sent no reply"),
             (len(refused), "failed or were refused since the last update"),
             (len(self._benched), "benched"),
+            (len(gathered.buffered), "hold a slot of this buffer already"),
         )
         who = ", ".join(f"{n} {what}" for n, what in counts if n)
         said = (
@@ -326,12 +338,14 @@ class AsyncCoordinator(Coordinator):
             gathered.responses[worker] = (job.duration_s, "kept")
         elif outcome.reply is not None:
             self._take_reply(job, outcome.task, outcome.reply, t, gathered)
-        if len(gathered.slots) < self._settings.buffer_size and worker not in gathered.rejected:
+        done_here = worker in gathered.rejected or worker in gathered.buffered
+        if len(gathered.slots) < self._settings.buffer_size and not done_here:
             self._dispatch([worker])
         else:
-            # It pulls the model this buffer makes. A worker whose answer failed or was
-            # refused waits for it too: one that answers garbage at once must not
-            # be sent a model per answer, or fill the record, faster than others work.
+            # It pulls the model this buffer makes: a worker holds at most one slot of a
+            # buffer, and one whose answer failed or was refused waits too. On real time
+            # a worker sets its own pace: one that answers at once, lies or garbage, must
+            # not fill a buffer alone, nor be sent a model per answer.
             self._waiting.add(worker)
 
     def _take_reply(
@@ -352,6 +366,7 @@ class AsyncCoordinator(Coordinator):
             gathered.events.extend(checks.events)
             gathered.rejected.add(worker)
             return
+        gathered.buffered.add(worker)
         for replica in replicas:
             slot = len(gathered.slots)
             gathered.slots.append(Replica(worker, slot, replica.value, replica.digest))
@@ -471,14 +486,17 @@ class AsyncCoordinator(Coordinator):
         buffer = Assignment(workers, tuple((r.worker,) for r in slots), "none")
         detection = self.config.detection
         f = self.config.aggregation.f
-        wanted = max(0, SCREENING_CROWD - len(slots))
+        strata = _strata([t - 1 - tau for tau in gathered.stalenesses])
+        mixed = sum(1 for stratum in strata.values() if stratum == MIXED)
+        wanted = max(0, SCREENING_CROWD - mixed) if mixed else 0
         crowd = list(self._recent)[len(self._recent) - wanted :] if wanted else []
         verdict = judge(
             compare_round(buffer, slots, mode=detection.mode, tol=detection.tolerance),
             f=0 if f == "auto" else f,
             outlier_threshold=detection.outlier_threshold,
             outlier_ratio=detection.ratio_for(self.config.data.mode),
-            reference=torch.stack(crowd) if crowd else None,
+            reference={MIXED: torch.stack(crowd)} if crowd else None,
+            strata=strata,
         )
         self._recent.extend(verdict.accepted[slot] for slot in sorted(verdict.accepted))
         events = list(gathered.events)
@@ -572,6 +590,15 @@ class AsyncCoordinator(Coordinator):
                 sorted({self._client_ids[w] for w in gathered.responses if w in self._client_ids})
             ),
         )
+
+
+def _strata(versions: Sequence[int]) -> dict[int, int]:
+    """Each slot's stratum: its version when SCREENING_CROWD slots share it, else MIXED."""
+    counts = Counter(versions)
+    return {
+        slot: version if counts[version] >= SCREENING_CROWD else MIXED
+        for slot, version in enumerate(versions)
+    }
 
 
 def _sync_refused(worker: int) -> Rejection:

@@ -537,6 +537,14 @@ class RunConfig(_Section):
                 "so redundancy would cost work and catch no liar; detection is outlier "
                 "screening per buffer instead (detection.outlier_threshold)"
             )
+        size, workers = self.asynchronous.buffer_size, self.assignment.num_workers
+        if size > workers:
+            raise ValueError(
+                f"asynchronous.buffer_size is {size}, more than the {workers} workers: a "
+                "worker holds at most one slot of a buffer (one that answers at once must "
+                "not fill it alone), so the buffer could never fill; choose at most "
+                f"{workers}, and fewer than that so that no buffer waits for the slowest"
+            )
         deployed = self.deployment.backend == "deployment"
         if not deployed and not self.systems.enabled:
             raise ValueError(

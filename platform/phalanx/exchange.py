@@ -119,8 +119,8 @@ class Stream(Protocol):
     def receive(self, timeout: float) -> Sequence[Arrival]:
         """Return the answers that came since the last call, waiting for one at most ``timeout``.
 
-        Returns as soon as anything came; an empty sequence when nothing did within
-        ``timeout`` seconds. Every answer of a task sent is handed over once, however
-        late.
+        Returns as soon as anything came; an empty sequence once nothing did within
+        ``timeout`` seconds (waited out even when nothing is out). Every answer of a
+        task sent is handed over once, however late.
         """
         ...

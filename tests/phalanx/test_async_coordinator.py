@@ -54,7 +54,9 @@ def straggler_of(config: RunConfig) -> int:
 
 
 def test_an_async_run_trains_and_a_ten_times_slower_worker_does_not_hold_it() -> None:
-    config = async_config(12)
+    # A staleness bound of 2: the straggler's updates come 3 or 4 versions old (a worker
+    # holds one slot of a buffer, so the model moves once per 4 of the 6 fast workers).
+    config = async_config(12, asynchronous={"max_staleness": 2})
     slow = straggler_of(config)
     sink = run(config)
     reports = sink.reports

@@ -5,10 +5,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from types import SimpleNamespace
 
+import pytest
 from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.supercore.task_identity import TaskIdentity
+
+import phalanx.flower.transport as grid_transport
+from tests.support.clock import FakeClock
 
 NODE_BASE = 2**63
 """Flower node ids are unsigned 64-bit: the doubles number their nodes from here."""
@@ -27,6 +32,13 @@ def request_of(reply: Message) -> Message:
     request.metadata.__dict__["_message_id"] = reply.metadata.reply_to_message_id
     request.metadata.__dict__["_src_node_id"] = reply.metadata.dst_node_id
     return request
+
+
+def patched_transport_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """Give the Grid transport a fake clock that moves only when the transport sleeps."""
+    fake = FakeClock()
+    monkeypatch.setattr(grid_transport, "time", SimpleNamespace(monotonic=fake, sleep=fake.sleep))
+    return fake
 
 
 @contextmanager

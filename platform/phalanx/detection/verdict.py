@@ -219,7 +219,8 @@ def judge(
     on_tie: TiePolicy = "drop_disputed",
     distrusted: frozenset[int] = frozenset(),
     outsiders: Outsiders = "flag",
-    reference: Tensor | None = None,
+    reference: Mapping[int, Tensor] | None = None,
+    strata: Mapping[int, int] | None = None,
 ) -> Verdict:
     """Decide, from a compared round, which workers lie and which value each file keeps.
 
@@ -258,9 +259,13 @@ def judge(
       median distance are flagged with severity ``"low"`` (the z-score alone is noise
       among few updates, or when clients' data differ); disabled with
       ``outlier_threshold=None`` or when fewer than ``f + 3`` replicas arrived.
-      ``reference`` updates, when given, join the crowd the scores are taken against
-      without being judged themselves (a small asynchronous buffer is scored among
-      recent accepted updates: a robust z-score over four values is mostly noise).
+      With ``strata`` the updates are scored within their stratum only (an
+      asynchronous buffer's updates by the model version they were computed on: honest
+      updates of different versions differ, as honest clients' data do), each
+      stratum screened when it has ``f + 3`` updates with its crowd. ``reference``
+      updates of a stratum, when given, join its crowd without being judged
+      themselves (a small stratum is scored among recent accepted updates of its
+      version: a robust z-score over four values is mostly noise).
 
     A file with a single replica is accepted when its worker is neither flagged,
     distrusted nor a suspect, with the weight of any other file: its replica is
@@ -287,8 +292,11 @@ def judge(
         Workers whose replicas never become or choose a file's value.
     outsiders : {"flag", "suspect"}
         What becomes of the workers outside the largest agreeing group (see above).
-    reference : Tensor, optional
-        Shape ``(m, d)``: updates scored alongside single replicas, never judged.
+    reference : dict of int to Tensor, optional
+        Stratum -> shape ``(m, d)``: updates scored alongside its single replicas,
+        never judged.
+    strata : dict of int to int, optional
+        File -> stratum of its single replica; every file in stratum 0 when not given.
 
     Returns
     -------
@@ -307,7 +315,8 @@ def judge(
             replied,
             _Screening(outlier_threshold, outlier_ratio, f),
             distrusted,
-            reference,
+            reference or {},
+            strata or {},
         )
     conflicts = conflict_graph(replied, comparisons.values())
     # A proven liar cannot belong to the honest group, so it takes no part in the search
@@ -508,29 +517,27 @@ def _detect_single_replicas(
     replied: Sequence[int],
     screening: _Screening,
     distrusted: frozenset[int],
-    reference: Tensor | None = None,
+    reference: Mapping[int, Tensor],
+    strata: Mapping[int, int],
 ) -> Verdict:
-    """Detect when no file has two replicas: by outlier scores, or not at all."""
+    """Detect when no file has two replicas: by outlier scores within strata, or not at all."""
     reps = [rs[0] for _, rs in sorted(by_file.items())]
     cliques = maximum_cliques(conflict_graph(replied, ()))
     degrees = {w: len(replied) - 1 for w in replied}
-    crowd = 0 if reference is None else int(reference.shape[0])
-    outlier_threshold, f = screening.threshold, screening.f
-    if outlier_threshold is None or not reps or len(reps) + crowd < f + 3:
+    scored = (
+        _stratum_scores(reps, screening, reference, strata)
+        if screening.threshold is not None
+        else {}
+    )
+    if not scored:
         accepted = {r.file: r for r in reps if r.worker not in distrusted}
         drops = _single_drops(assignment, accepted, by_file)
         return _verdict(
             assignment, accepted, frozenset(), {}, "none", cliques, degrees, drops=drops
         )
-    values = torch.stack([r.value for r in reps])
-    if reference is not None and crowd:
-        values = torch.cat([values, reference.to(values.dtype)])
-    measures = outlier_measures(values, f)
-    outside = measures.outlying(outlier_threshold, screening.ratio)[: len(reps)].tolist()
-    scores = measures.z[: len(reps)].tolist()
-    ratios = measures.ratio[: len(reps)].tolist()
     outlying: dict[int, list[tuple[Replica, float, float]]] = {}
-    for r, out, score, ratio in zip(reps, outside, scores, ratios, strict=True):
+    for r in reps:
+        out, score, ratio = scored.get(r.file, (False, 0.0, 0.0))
         if out:
             outlying.setdefault(r.worker, []).append((r, score, ratio))
     evidence = {
@@ -543,7 +550,7 @@ def _detect_single_replicas(
                 for r, _, _ in items
             ),
             score=max(score for _, score, _ in items),
-            threshold=outlier_threshold,
+            threshold=screening.threshold,
             distance_ratio=max(ratio for _, _, ratio in items),
             ratio_threshold=screening.ratio,
         )
@@ -555,6 +562,39 @@ def _detect_single_replicas(
     return _verdict(
         assignment, accepted, flagged, evidence, "outlier", cliques, degrees, drops=drops
     )
+
+
+def _stratum_scores(
+    reps: Sequence[Replica],
+    screening: _Screening,
+    reference: Mapping[int, Tensor],
+    strata: Mapping[int, int],
+) -> dict[int, tuple[bool, float, float]]:
+    """Score each replica among its stratum and the stratum's reference updates.
+
+    Returns file -> (outlying, robust z-score, distance ratio) for the replicas of
+    every stratum with ``f + 3`` updates in its crowd; the others are not scored.
+    """
+    assert screening.threshold is not None
+    members: dict[int, list[Replica]] = {}
+    for r in reps:
+        members.setdefault(strata.get(r.file, 0), []).append(r)
+    scored: dict[int, tuple[bool, float, float]] = {}
+    for stratum, mine in members.items():
+        crowd = reference.get(stratum)
+        extra = 0 if crowd is None else int(crowd.shape[0])
+        if len(mine) + extra < screening.f + 3:
+            continue
+        values = torch.stack([r.value for r in mine])
+        if crowd is not None and extra:
+            values = torch.cat([values, crowd.to(values.dtype)])
+        measures = outlier_measures(values, screening.f)
+        n = len(mine)
+        outside = measures.outlying(screening.threshold, screening.ratio)[:n].tolist()
+        scores, ratios = measures.z[:n].tolist(), measures.ratio[:n].tolist()
+        for r, out, score, ratio in zip(mine, outside, scores, ratios, strict=True):
+            scored[r.file] = (bool(out), float(score), float(ratio))
+    return scored
 
 
 def _verdict(

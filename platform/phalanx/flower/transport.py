@@ -265,8 +265,9 @@ class GridTransport:
     def receive(self, timeout: float) -> list[Arrival]:
         """Pull the answers to streamed tasks, waiting up to ``timeout`` s for the first.
 
-        Returns at once with nothing when nothing is out. Pulls back off as
-        :meth:`exchange`'s do.
+        Pulls back off as :meth:`exchange`'s do. With nothing out (every task sent was
+        answered, or the Grid stored none) it waits out ``timeout`` all the same: a
+        caller waiting for an answer that cannot come must not spin.
         """
         deadline = time.monotonic() + timeout
         wait = self.poll_interval
@@ -277,6 +278,7 @@ class GridTransport:
                 return arrivals
             time.sleep(min(wait, remaining))
             wait = min(2 * wait, self.max_poll_interval)
+        time.sleep(max(0.0, deadline - time.monotonic()))
         return []
 
     def _pull_streamed(self) -> list[Arrival]:

@@ -17,7 +17,7 @@ from phalanx.validation_messages import describe
 BASE: dict[str, Any] = {
     "rounds": 3,
     "data": {"dataset": "digits", "model": "mlp"},
-    "assignment": {"scheme": "none", "num_workers": 7, "r": 1},
+    "assignment": {"scheme": "none", "num_workers": 15, "r": 1},
     "systems": {"enabled": True},
 }
 
@@ -65,6 +65,13 @@ def test_what_the_mode_cannot_do_is_refused_with_the_way_out(
     overrides: dict[str, Any], words: str
 ) -> None:
     assert words in refusal(**overrides)
+
+
+def test_a_buffer_larger_than_the_workers_is_refused_since_each_holds_one_slot() -> None:
+    message = refusal(asynchronous={"buffer_size": 16})
+    assert "asynchronous.buffer_size is 16, more than the 15 workers" in message
+    assert "a worker holds at most one slot of a buffer" in message
+    assert config(asynchronous={"buffer_size": 15}).asynchronous.buffer_size == 15
 
 
 def test_a_deployment_runs_it_on_real_arrival_times_without_the_systems_model() -> None:
