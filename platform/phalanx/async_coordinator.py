@@ -16,15 +16,18 @@ right after the update otherwise.
 Detection is outlier screening per buffer: each buffered update is a file of its own
 with one holder (replicas computed on different model versions cannot be compared,
 so the config refuses ``r > 1``), scored by :func:`~phalanx.detection.judge`'s r = 1
-rule. Honest updates computed on different model versions differ as honest clients'
-data do (a buffer of 100 MLP updates, 80 computed on one version and 20 on the next,
-had 19 of the 20 flagged when scored together), so a version with at least
-:data:`SCREENING_CROWD` updates in the buffer is scored among its own. The others
-are scored together, among the most recent accepted updates of earlier buffers as
-well up to :data:`SCREENING_CROWD` (judged are only the buffer's own): the robust
-z-score of four updates is mostly noise (on digits, one honest buffer of 4 in 19 had
-an update scored above the threshold on its own, none of 300 among 15). In this mode
-a round's "files" are its buffer's slots in arrival order.
+rule, each among the updates computed on the same model version only. Honest updates
+of different versions differ as honest clients' data do: a buffer of 100 MLP updates,
+80 computed on one version and 20 on the next, had 19 of the 20 flagged when scored
+together, and scoring the few stale updates of a buffer together flagged 26 honest
+ones in 20 buffers of 50. A version with fewer than :data:`SCREENING_CROWD` updates
+in the buffer is scored among the most recent accepted updates of that version from
+earlier buffers as well (judged are only the buffer's own): the robust z-score of
+four updates is mostly noise (on digits, one honest buffer of 4 in 19 had an update
+scored above the threshold on its own, none of 300 among 15). A version with fewer
+than ``f + 3`` updates even so is not screened: the robust rule and the
+staleness-scaled step bound what it brings. In this mode a round's "files" are its
+buffer's slots in arrival order.
 
 A worker holds at most one slot of a buffer: once its update is buffered (or refused,
 or its task failed) it waits for the model the buffer makes. On real time a worker
@@ -53,7 +56,7 @@ import logging
 import secrets
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -86,8 +89,8 @@ SCREENING_CROWD = 15
 """Updates of one model version its outlier scores are taken among, at least: the
 buffer's, then recent accepted ones. The r = 1 threshold was calibrated on rounds of
 15 workers (:data:`~phalanx.detection.outliers.DEFAULT_OUTLIER_THRESHOLD`)."""
-MIXED = -1
-"""The stratum of the updates of versions too few in their buffer to be scored alone."""
+RECENT_KEPT = 2 * SCREENING_CROWD
+"""Recent accepted updates kept, with their model versions, to fill small crowds."""
 
 PLANS_KEPT = 8
 """Data rounds whose plan (assignment and files' samples) the coordinator keeps at once."""
@@ -160,7 +163,7 @@ class AsyncCoordinator(Coordinator):
         self._stray: list[Rejection] = []
         self._stale_total = 0
         # The most recent accepted updates, the crowd a small buffer is scored among.
-        self._recent: deque[Tensor] = deque(maxlen=SCREENING_CROWD)
+        self._recent: deque[tuple[int, Tensor]] = deque(maxlen=RECENT_KEPT)
         self._version = 0
         self._bytes_down = 0
         self._dispatched = 0
@@ -199,7 +202,8 @@ class AsyncCoordinator(Coordinator):
         state["asynchronous"] = {
             "tasks_given": list(self._tasks_given),
             "stale_total": self._stale_total,
-            "recent": list(self._recent),
+            "recent": [update for _, update in self._recent],
+            "recent_versions": [version for version, _ in self._recent],
         }
         return state
 
@@ -220,10 +224,17 @@ class AsyncCoordinator(Coordinator):
         dim = int(self.params.numel())
         if not all(isinstance(u, Tensor) and u.shape == (dim,) for u in recent):
             raise ValueError("the checkpoint's recent updates do not fit the model")
+        # Written before updates kept their versions: none can join a crowd then.
+        versions = saved.get("recent_versions", [-1] * len(recent))
+        if len(versions) != len(recent) or not all(type(v) is int for v in versions):
+            raise ValueError("the checkpoint's recent updates do not say their model versions")
         super()._restore_state(state)
         self._tasks_given = given
         self._stale_total = int(saved.get("stale_total", 0))
-        self._recent = deque((u.to(torch.float32) for u in recent), maxlen=SCREENING_CROWD)
+        self._recent = deque(
+            ((v, u.to(torch.float32)) for v, u in zip(versions, recent, strict=True)),
+            maxlen=RECENT_KEPT,
+        )
 
     def run_round(self, t: int) -> RoundReport:
         """Fill a buffer on the simulated clock, apply it as model version ``t``, report it."""
@@ -476,6 +487,16 @@ class AsyncCoordinator(Coordinator):
             bytes_up=0,
         )
 
+    def _crowds(self, counts: Mapping[int, int]) -> dict[int, Tensor]:
+        """Each version's recent accepted updates that fill its crowd to SCREENING_CROWD."""
+        crowds = {}
+        for version, count in counts.items():
+            wanted = SCREENING_CROWD - count
+            mine = [update for v, update in self._recent if v == version]
+            if wanted > 0 and mine:
+                crowds[version] = torch.stack(mine[-wanted:])
+        return crowds
+
     def _apply(
         self, t: int, gathered: _Round, started: datetime, timings: dict[str, float]
     ) -> RoundReport:
@@ -486,19 +507,18 @@ class AsyncCoordinator(Coordinator):
         buffer = Assignment(workers, tuple((r.worker,) for r in slots), "none")
         detection = self.config.detection
         f = self.config.aggregation.f
-        strata = _strata([t - 1 - tau for tau in gathered.stalenesses])
-        mixed = sum(1 for stratum in strata.values() if stratum == MIXED)
-        wanted = max(0, SCREENING_CROWD - mixed) if mixed else 0
-        crowd = list(self._recent)[len(self._recent) - wanted :] if wanted else []
+        versions = {slot: t - 1 - tau for slot, tau in enumerate(gathered.stalenesses)}
         verdict = judge(
             compare_round(buffer, slots, mode=detection.mode, tol=detection.tolerance),
             f=0 if f == "auto" else f,
             outlier_threshold=detection.outlier_threshold,
             outlier_ratio=detection.ratio_for(self.config.data.mode),
-            reference={MIXED: torch.stack(crowd)} if crowd else None,
-            strata=strata,
+            reference=self._crowds(Counter(versions.values())),
+            strata=versions,
         )
-        self._recent.extend(verdict.accepted[slot] for slot in sorted(verdict.accepted))
+        self._recent.extend(
+            (versions[slot], verdict.accepted[slot]) for slot in sorted(verdict.accepted)
+        )
         events = list(gathered.events)
         for worker, evidence in sorted(verdict.evidence.items()):
             events.append(
@@ -590,15 +610,6 @@ class AsyncCoordinator(Coordinator):
                 sorted({self._client_ids[w] for w in gathered.responses if w in self._client_ids})
             ),
         )
-
-
-def _strata(versions: Sequence[int]) -> dict[int, int]:
-    """Each slot's stratum: its version when SCREENING_CROWD slots share it, else MIXED."""
-    counts = Counter(versions)
-    return {
-        slot: version if counts[version] >= SCREENING_CROWD else MIXED
-        for slot, version in enumerate(versions)
-    }
 
 
 def _sync_refused(worker: int) -> Rejection:

@@ -181,3 +181,17 @@ def test_a_run_whose_workers_all_vanish_fails_instead_of_waiting_forever() -> No
     config = async_config(1, assignment={"num_workers": 4}, asynchronous={"buffer_size": 3})
     with pytest.raises(RunFailedError, match="no worker is at work any more"):
         run(config, tamper=lambda reply: None)
+
+
+def test_a_checkpoint_whose_recent_updates_lack_their_versions_is_refused() -> None:
+    config = async_config(2, systems={"straggler_fraction": 0.0})
+    first = run(config)
+    state = torch.load(io.BytesIO(first.checkpoints[2]), weights_only=True)
+    assert len(state["asynchronous"]["recent_versions"]) == len(state["asynchronous"]["recent"])
+    state["asynchronous"]["recent_versions"] = state["asynchronous"]["recent_versions"][1:]
+    hostile = io.BytesIO()
+    torch.save(state, hostile)
+    with pytest.raises(ValueError, match="do not say their model versions"):
+        build_coordinator(
+            config, RUN_ID, transport(config), FakeSink(), checkpoint=hostile.getvalue()
+        )

@@ -138,7 +138,7 @@ def test_an_instant_liar_flagged_every_buffer_cannot_fail_the_run() -> None:
     # never benched), it still fills every buffer by answering at once: no buffer ever
     # holds an honest update, no update is applied, and the run fails on its
     # progress check. One worker must not be able to fail the run.
-    config = async_config(16)
+    config = async_config(16, asynchronous={"buffer_size": 4})
     reports, _ = streamed(config, instant_liar, tamper=scaled_by(LIAR, -100.0))
     assert [r.round for r in reports] == list(range(1, 17))
     assert any(LIAR in r.flagged for r in reports)
@@ -159,7 +159,9 @@ class FakeLoggingStream(FakeStream):
 
 def test_a_large_norm_liar_at_an_honest_pace_is_screened_and_benched_and_nothing_breaks() -> None:
     bench = 3
-    config = async_config(12, detection={"exclude_flagged_for": bench})
+    config = async_config(
+        12, detection={"exclude_flagged_for": bench}, asynchronous={"buffer_size": 4}
+    )
     sink = FakeSink()
     stream = FakeLoggingStream(transport(config, scaled_by(LIAR, -100.0)), honest_pace, sink)
     execute_run(config, run_id=RUN_ID, sink=sink, transport=stream)

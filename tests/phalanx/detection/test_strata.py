@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 
 from phalanx.assignment import Assignment
-from phalanx.async_coordinator import MIXED, SCREENING_CROWD, _strata
 from phalanx.detection import Replica, compare_round, judge
 
 D = 200
@@ -61,11 +60,3 @@ def test_without_strata_the_screening_is_as_it_was() -> None:
     replicas = two_versions(fresh=30, stale=0)
     replicas[3] = Replica(3, 3, 50 * replicas[3].value, "liar")
     assert judged(replicas) == judged(replicas, {w: 7 for w in range(30)}) == frozenset({3})
-
-
-def test_a_version_with_a_crowd_of_its_own_is_its_own_stratum_and_the_rest_are_mixed() -> None:
-    versions = [4] * SCREENING_CROWD + [3] * 2 + [2] * 3
-    strata = _strata(versions)
-    assert {strata[s] for s in range(SCREENING_CROWD)} == {4}
-    assert {strata[s] for s in range(SCREENING_CROWD, len(versions))} == {MIXED}
-    assert set(_strata([1] * (SCREENING_CROWD - 1)).values()) == {MIXED}
