@@ -180,7 +180,7 @@ class AsyncCoordinator(Coordinator):
         self._origin = 0.0 if self._stream is None else self._stream.now()
         # Tasks out on the stream, by nonce: (task, model version, when sent).
         self._in_flight: dict[str, tuple[Task, int, float]] = {}
-        self._given_up: set[str] = set()
+        self._given_up: dict[str, int] = {}  # nonce -> worker, of tasks given up on
 
     def _plan(self, number: int) -> tuple[Assignment, list[tuple[int, ...]]]:
         """Return data round ``number``'s assignment and files' samples, drawn once each.
@@ -304,7 +304,7 @@ class AsyncCoordinator(Coordinator):
                 for nonce, (task, _, sent) in list(self._in_flight.items()):
                     if sent + limit <= now:
                         del self._in_flight[nonce]
-                        self._given_up.add(nonce)
+                        self._given_up[nonce] = task.worker
                         self._vanished.add(task.worker)
                 continue
             for arrival in stream.receive(due - now):
@@ -315,15 +315,15 @@ class AsyncCoordinator(Coordinator):
         task, outcome = arrival.task, arrival.outcome
         entry = self._in_flight.pop(task.nonce, None)
         if entry is None:
-            if task.nonce in self._given_up:
+            worker = self._given_up.pop(task.nonce, None)
+            if worker is not None:
                 # Slow is not lying: counted, never checked; alive, so it works again.
-                self._given_up.discard(task.nonce)
-                self._vanished.discard(task.worker)
+                self._vanished.discard(worker)
                 gathered.late += 1
-                gathered.responses[task.worker] = (arrival.seconds, "late")
-                self._dispatch([task.worker])
+                gathered.responses[worker] = (arrival.seconds, "late")
+                self._dispatch([worker])
             return
-        _, version, sent = entry
+        task, version, sent = entry  # what was sent, by the coordinator's own record
         returns = max(sent + arrival.seconds, sent)
         if isinstance(outcome, Rejection):
             result = _Outcome(task, fault=outcome)

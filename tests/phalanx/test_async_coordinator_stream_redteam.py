@@ -311,6 +311,28 @@ def test_answers_to_tasks_never_sent_change_nothing() -> None:
     assert [r.metrics["arrivals"] for r in reports] == [r.metrics["arrivals"] for r in reference]
 
 
+class FakeRelabellingStream(FakeStream):
+    """Hands each answer back under a task that claims other files and another round."""
+
+    def receive(self, timeout: float) -> list[Arrival]:
+        return [
+            dataclasses.replace(
+                a, task=dataclasses.replace(a.task, round=a.task.round + 7, files=(99,))
+            )
+            for a in super().receive(timeout)
+        ]
+
+
+def test_an_answer_is_judged_against_the_task_the_coordinator_sent_not_the_one_it_names() -> None:
+    # Whatever a stream says the answer's task was, the coordinator checks it against its
+    # own record of what it sent under that nonce.
+    config = async_config(6)
+    reports = run_on(FakeRelabellingStream(transport(config), honest_pace), config)
+    reference, _ = streamed(config, honest_pace)
+    assert [r.model_digest for r in reports] == [r.model_digest for r in reference]
+    assert not any(r.events or r.rejected for r in reports)
+
+
 def test_a_resumed_run_on_a_fresh_stream_ignores_answers_to_the_old_coordinators_tasks() -> None:
     # The run stops with tasks out; it resumes from its checkpoint on the same stream,
     # whose clock has moved on, and the old tasks' answers come during the resumed run.
