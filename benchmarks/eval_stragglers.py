@@ -9,7 +9,12 @@ trace ``examples/traces/devices-100.csv`` with 10 % of the workers away each
 round. The collection policies (``RunConfig.collect``): ``all``, ``deadline``,
 ``fastest_k``, ``adaptive_k``, ``quorum``, ``group_fastest`` (every group, and
 G-CADA's lazy choice) and ``bandit``; each without attack and under 3 ALIE
-adversaries chosen at random. The grid and its parameters are
+adversaries chosen at random. The asynchronous mode (``RunConfig.asynchronous``,
+r = 1 only) runs on the MLP at K = 100 with a buffer of 50, with its default
+staleness bound (``asynchronous``) and dropping every stale update
+(``asynchronous-fresh``), beside ``all`` at r = 1 (scheme ``none``, 64 samples a
+worker, as on ``groups``); a round there is one model update, half the work of a
+round of ``all``. The grid and its parameters are
 ``benchmarks/lib/stragglers_grid.py``; the goals and the target are
 ``benchmarks/lib/stragglers_goals.py``.
 

@@ -9,7 +9,8 @@ a profile, a policy and an attack, on one transport; it gives the run config.
 Every policy but ``group_fastest`` runs on the workload's main layout; the
 ``group_fastest`` policies need the ``groups`` scheme (a group is the workers of
 one file) and run there, with a run of ``all`` on the same layout to compare
-against.
+against. The asynchronous mode (``RunConfig.asynchronous``, r = 1 only) runs on
+the workload's r = 1 layout, where there is one, beside a run of ``all`` there.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class Workload:
     server_lr: float
     rounds: int
     eval_samples: int = 1000
+    r1: Layout | None = None
+    """The layout of the asynchronous mode, which needs r = 1; ``None``: it does not run."""
 
 
 WORKLOADS = (
@@ -91,6 +94,8 @@ WORKLOADS = (
         groups=Layout("groups", 4, 64),
         server_lr=0.005,
         rounds=30,
+        # r = 1, each worker the 64 samples of one file: a worker's compute as on groups.
+        r1=Layout("none", 1, 64),
     ),
 )
 
@@ -171,12 +176,19 @@ PROFILES = (
 
 @dataclass(frozen=True)
 class Policy:
-    """A collection policy of the grid; ``on_groups``: it needs the ``groups`` scheme."""
+    """A collection policy of the grid; ``on_groups``: it needs the ``groups`` scheme.
+
+    ``asynchronous``: not a policy but the asynchronous mode (a buffer of ``K / 2``),
+    on the workload's r = 1 layout, with ``max_staleness`` (``None``: the mode's
+    default).
+    """
 
     label: str
     name: PolicyName
     on_groups: bool = False
     lazy: bool = False
+    asynchronous: bool = False
+    max_staleness: int | None = None
 
     @property
     def key(self) -> str:
@@ -194,7 +206,13 @@ POLICIES = (
     Policy("group_fastest", "group_fastest", on_groups=True),
     Policy("group_fastest (lazy)", "group_fastest", on_groups=True, lazy=True),
     Policy("bandit", "bandit"),
+    Policy("asynchronous", "all", asynchronous=True),
+    Policy("asynchronous-fresh", "all", asynchronous=True, max_staleness=0),
 )
+"""The asynchronous runs buffer K / 2 updates (a worker holds one slot of a buffer, so a
+buffer of K would wait for the slowest): a round of them is half the work of a round
+of ``all``. ``asynchronous`` keeps the mode's default staleness bound (10 versions),
+``asynchronous-fresh`` drops every update computed on an older model."""
 
 
 def fastest_count(num_workers: int) -> int:
@@ -312,7 +330,7 @@ class Case:
     def document(self) -> dict[str, Any]:
         """The run config as a document, without its ``collect`` section."""
         w, layout = self.workload, self.layout
-        return {
+        document: dict[str, Any] = {
             "name": self.run_id,
             "seed": self.seed,
             "rounds": self.rounds,
@@ -332,6 +350,11 @@ class Case:
             "training": {"optimizer": "adam", "server_lr": w.server_lr},
             "systems": self.profile.systems(),
         }
+        if self.policy.asynchronous:
+            document["asynchronous"] = {"enabled": True, "buffer_size": w.num_workers // 2}
+            if self.policy.max_staleness is not None:
+                document["asynchronous"]["max_staleness"] = self.policy.max_staleness
+        return document
 
     def config(self) -> RunConfig:
         """The run config of this case.
@@ -364,17 +387,20 @@ def cell_cases(
     """The runs of one cell: each policy on its layout, and ``all`` on every layout used.
 
     With ``ALL`` among ``policies``, ``all`` runs on the main layout, and on
-    ``groups`` too when ``group_fastest`` policies run there and it is not the
-    main layout; without it, the policies are compared with ``all`` runs stored
-    before.
+    ``groups`` (or the r = 1 layout) too when ``group_fastest`` policies (or the
+    asynchronous mode) run there and it is not the main layout; without it, the
+    policies are compared with ``all`` runs stored before.
     """
+
+    def runs_on(policy: Policy, layout: Layout) -> bool:
+        if policy.asynchronous:
+            return layout == workload.r1
+        return layout == (workload.groups if policy.on_groups else workload.main)
+
     cases = []
-    for layout in dict.fromkeys((workload.main, workload.groups)):
-        mine = [
-            p
-            for p in policies
-            if p != ALL and (layout == workload.groups if p.on_groups else layout == workload.main)
-        ]
+    layouts = (workload.main, workload.groups, *([workload.r1] if workload.r1 else []))
+    for layout in dict.fromkeys(layouts):
+        mine = [p for p in policies if p != ALL and runs_on(p, layout)]
         if ALL in policies and (layout == workload.main or mine):
             cases.append(Case(workload, layout, profile, ALL, attack, rounds, transport))
         cases += [Case(workload, layout, profile, p, attack, rounds, transport) for p in mine]
@@ -418,11 +444,13 @@ def flower_twins(
     """One run per policy through Flower, each with its in-process twin of the same rounds.
 
     The CNN at K = 15 under profile (b) and the attack: lateness, detection and
-    every layout of that workload at once.
+    every layout of that workload at once. The asynchronous mode has no twin here:
+    the CNN's layouts are r = 3.
     """
     workload, profile = WORKLOADS[0], PROFILES[1]
     twins = []
-    for p in policies:
+    # The asynchronous mode's twin is a test (tests/phalanx/flower/test_simulation_asynchronous.py).
+    for p in (p for p in policies if not p.asynchronous):
         layout = workload.groups if p.on_groups else workload.main
         flower = Case(workload, layout, profile, p, ATTACK, rounds, FLOWER)
         twins.append((flower, replace(flower, transport=IN_PROCESS)))

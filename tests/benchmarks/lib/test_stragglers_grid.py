@@ -53,11 +53,27 @@ def test_group_fastest_runs_on_groups_beside_an_all_of_its_own() -> None:
     }
 
 
-def test_at_k_100_every_policy_shares_the_groups_layout_and_one_all() -> None:
+def test_at_k_100_every_policy_shares_the_groups_layout_and_asynchrony_runs_at_r_1() -> None:
     cases = cell_cases(MLP, STRAGGLERS, ATTACK, POLICIES, 30)
-    assert {c.layout.scheme for c in cases} == {"groups"}
-    assert [c.policy for c in cases].count(ALL) == 1
-    assert len(cases) == len(POLICIES)
+    synchronous = [c for c in cases if c.layout.scheme == "groups"]
+    assert [c.policy for c in synchronous].count(ALL) == 1
+    assert len(synchronous) == len(POLICIES) - 2
+    at_r1 = [(c.layout, c.policy.label) for c in cases if c not in synchronous]
+    assert at_r1 == [
+        (MLP.r1, "all"),
+        (MLP.r1, "asynchronous"),
+        (MLP.r1, "asynchronous-fresh"),
+    ]
+
+
+def test_an_asynchronous_run_buffers_half_the_workers_at_r_1_and_its_config_is_accepted() -> None:
+    runs = [c for c in cell_cases(MLP, STRAGGLERS, ATTACK, POLICIES, 30) if c.policy.asynchronous]
+    configs = [run.config() for run in runs]
+    for config in configs:
+        assert config.asynchronous.enabled and config.assignment.r == 1
+        assert config.asynchronous.buffer_size == MLP.num_workers // 2
+        assert config.rounds == 30 and config.systems.enabled
+    assert [c.asynchronous.max_staleness for c in configs] == [10, 0]
 
 
 def test_without_all_among_the_policies_no_all_runs() -> None:
@@ -70,7 +86,8 @@ def test_without_all_among_the_policies_no_all_runs() -> None:
 
 def test_the_full_grid_has_every_workload_profile_and_attack() -> None:
     cases = grid(WORKLOADS, PROFILES, (NO_ATTACK, ATTACK), POLICIES)
-    assert len(cases) == 3 * 2 * (9 + 8)
+    # CNN: 6 on bibd, 3 on groups (no r = 1 layout); MLP: 8 on groups, 3 at r = 1.
+    assert len(cases) == 3 * 2 * (9 + 11)
     assert {c.rounds for c in cases} == {30}
     assert len({c.run_id for c in cases}) == len(cases)
 
@@ -84,7 +101,7 @@ def test_the_quick_grid_runs_the_cnn_under_b_and_the_mlp_under_every_profile() -
 
 def test_flower_twins_are_one_run_per_policy_with_an_in_process_twin_of_the_same_id() -> None:
     twins = flower_twins(POLICIES)
-    assert [f.policy for f, _ in twins] == list(POLICIES)
+    assert [f.policy for f, _ in twins] == [p for p in POLICIES if not p.asynchronous]
     for flower, local in twins:
         assert (flower.transport, local.transport) == (FLOWER, IN_PROCESS)
         assert flower.run_id == local.run_id
