@@ -283,7 +283,13 @@ def _policies_paragraph(refused: Sequence[str]) -> str:
         "until every file has m agreeing replicas, m a majority of r; `group_fastest` (G-CADA) "
         "waits for the fastest worker of every group, on the `groups` scheme, and its lazy "
         "form for the groups CADA's rule selects; `bandit` gives work to the k = ceil(0.8 K) "
-        "workers a UCB bandit of response times picks. A late reply is counted, never judged."
+        "workers a UCB bandit of response times picks. A late reply is counted, never judged. "
+        "Not a policy but the asynchronous mode (`asynchronous`, r = 1 only, on the MLP): "
+        "its model moves every 50 arrivals, a worker holding one slot of a buffer, beside "
+        "`all` at r = 1 (scheme `none`, 64 samples a worker); `asynchronous` keeps its default "
+        "staleness bound (10 versions, the delay-adaptive step), `asynchronous-fresh` drops "
+        "every update computed on an older model (`max_staleness = 0`). One of its rounds is "
+        "one model update: half the work of a round of `all`."
     )
     if refused:
         text += (
