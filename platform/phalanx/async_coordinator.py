@@ -237,7 +237,7 @@ class AsyncCoordinator(Coordinator):
         )
 
     def run_round(self, t: int) -> RoundReport:
-        """Fill a buffer on the simulated clock, apply it as model version ``t``, report it."""
+        """Fill a buffer (on the simulated clock, or the stream's), apply it as version ``t``."""
         started = datetime.now(UTC)
         clock = time.perf_counter()
         self._version = t - 1
