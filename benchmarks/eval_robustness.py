@@ -84,6 +84,7 @@ from benchmarks.lib.colluders_runs import (
 )
 from benchmarks.lib.results import (
     RESULTS,
+    Wall,
     machine,
     read_json,
     report_path,
@@ -95,7 +96,6 @@ from benchmarks.lib.robustness_grid import (
     ATTACKS,
     DEFENCES,
     FLOWER,
-    IN_PROCESS,
     MODES,
     QS,
     Settings,
@@ -105,17 +105,7 @@ from benchmarks.lib.robustness_grid import (
     long_runs,
 )
 from benchmarks.lib.robustness_markdown import describe, log_row, markdown
-from benchmarks.lib.robustness_runs import Row, grid_rounds, merge, run_case, run_grid
-
-
-def stored_minutes(rows: list[Row], jobs: int) -> float:
-    """Wall time of stored grid rows: not stored, the runs' own times give it back.
-
-    Give or take start-up: in-process runs shared ``jobs`` processes, Flower's ran alone.
-    """
-    local_seconds = sum(r.seconds for r in rows if r.transport == IN_PROCESS)
-    flower_seconds = sum(r.seconds for r in rows if r.transport == FLOWER)
-    return (local_seconds / jobs + flower_seconds) / 60
+from benchmarks.lib.robustness_runs import grid_rounds, merge, run_case, run_grid
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,13 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.long_only:
             rows = merge(rows, run_grid(longer, settings, args.jobs, log_row))
             write_json(results, join_rows(rows, colluders))
-        minutes = stored_minutes(rows, args.jobs)
-        colluder_minutes = sum(r.seconds for r in colluders) / args.jobs / 60
+        wall = colluder_wall = None
     elif args.colluders:
         rows, colluders = split_rows(read_json(results)) if results.exists() else ([], [])
         if args.missing_only:
             stored = {colluder_key(r) for r in colluders}
             colluder_cases = [c for c in colluder_cases if case_key(c) not in stored]
+        stored_before = len(colluders)
         started = time.perf_counter()
 
         def keep(row: ColluderRow) -> None:
@@ -220,18 +210,19 @@ def main(argv: list[str] | None = None) -> int:
             write_json(results, join_rows(rows, colluders))
 
         run_colluders(colluder_cases, settings, after, args.jobs, keep)
-        colluder_minutes = (time.perf_counter() - started) / 60
-        minutes = stored_minutes(rows, args.jobs)
+        timed = Wall((time.perf_counter() - started) / 60, args.jobs)
+        # Rows stored by earlier runs were timed by other processes, perhaps at other --jobs.
+        wall, colluder_wall = None, None if stored_before else timed
     else:
         started = time.perf_counter()
         rows = run_grid([*cases, *longer], settings, args.jobs, log_row)
         for case in [] if args.no_flower else twins:
             rows.append(run_case(case, settings, FLOWER))
             log_row(rows[-1])
-        minutes = (time.perf_counter() - started) / 60
+        wall = Wall((time.perf_counter() - started) / 60, args.jobs)
         started = time.perf_counter()
         colluders = run_colluders(colluder_cases, settings, after, args.jobs, log_colluder_row)
-        colluder_minutes = (time.perf_counter() - started) / 60
+        colluder_wall = Wall((time.perf_counter() - started) / 60, args.jobs)
         write_json(results, join_rows(rows, colluders))
     host, torch_version = machine(), version("torch")
     text = f"{TITLE}\n"
@@ -241,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         notes = describe(
             settings,
             rows,
-            args.jobs,
-            minutes,
+            wall,
             args.quick,
             host=host,
             torch_version=torch_version,
@@ -251,8 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     if colluders:
         notes = colluder_notes(
             colluders,
-            args.jobs,
-            colluder_minutes,
+            colluder_wall,
             args.quick,
             host=host,
             torch_version=torch_version,

@@ -15,7 +15,7 @@ from benchmarks.lib.colluders_goals import (
 )
 from benchmarks.lib.colluders_grid import COLLUDER_DEFENCES, STRATEGY_ATTACK
 from benchmarks.lib.colluders_runs import ColluderRow, first_rounds
-from benchmarks.lib.results import Machine
+from benchmarks.lib.results import Machine, Wall
 from benchmarks.lib.robustness_goals import pct
 
 TITLE = "# Robustness under attack (Fashion-MNIST, K = 15)"
@@ -113,8 +113,7 @@ def colluders_section(rows: Sequence[ColluderRow], notes: Sequence[str]) -> str:
 
 def colluder_notes(
     rows: Sequence[ColluderRow],
-    jobs: int,
-    minutes: float,
+    wall: Wall | None,
     quick: bool,
     *,
     host: Machine,
@@ -137,6 +136,7 @@ def colluder_notes(
     finished = sum(r.error is None for r in rows)
     schemes = [d for d in COLLUDER_DEFENCES if any(r.defence == d.name for r in rows)]
     by_scheme = {d.scheme: [r.seconds for r in rows if r.defence == d.name] for d in schemes}
+    spent = sum(r.seconds for r in rows) / 60
     per_round = ", ".join(
         f"{s} {sum(v) / len(v) / rounds[-1]:.1f} s" for s, v in by_scheme.items() if v
     )
@@ -144,9 +144,14 @@ def colluder_notes(
         f"{'Quick grid (`--quick`): ' if quick else ''}{len(rows)} runs on the in-process "
         f"transport, {' and '.join(map(str, rounds))} rounds each, seed"
         f"{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}{only}; "
-        f"{minutes:.0f} min in all "
-        f"({sum(r.seconds for r in rows) / 60:.0f} min of runs on {jobs} process(es), on "
-        f"{host.cores} cores shared with other work; torch {torch_version} on one thread per "
+        + (
+            f"{wall.minutes:.0f} min in all ({spent:.0f} min of runs on {wall.jobs} "
+            "process(es), on "
+            if wall
+            else f"{spent:.0f} min of runs, each run's own time (rewritten from the stored "
+            "rows, which do not say how many ran at once; on "
+        )
+        + f"{host.cores} cores shared with other work; torch {torch_version} on one thread per "
         f"process, {host.architecture}); a round took on average {per_round}.",
         "",
         f"**What runs.** q = {', '.join(map(str, qs))} colluders chosen to own the most "

@@ -27,6 +27,19 @@ _CPUINFO = Path("/proc/cpuinfo")
 
 
 @dataclass(frozen=True)
+class Wall:
+    """How long a benchmark's runs took as they ran, and how many ran at once.
+
+    Known only to the process that timed them: a report rewritten from stored
+    rows (`--report-only`, or a grid that adds rows to older ones) has the runs'
+    own times but neither of these, and says so instead of guessing.
+    """
+
+    minutes: float
+    jobs: int
+
+
+@dataclass(frozen=True)
 class Machine:
     """The host a benchmark runs on, as the reports describe it."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from benchmarks.lib.results import Machine
+from benchmarks.lib.results import Machine, Wall
 from benchmarks.lib.robustness_goals import agreements, goals, mean_accuracy, pct
 from benchmarks.lib.robustness_grid import (
     ATTACKS,
@@ -121,8 +121,7 @@ def _long_table(rows: Sequence[Row], main: int, q: int) -> list[str]:
 def describe(
     settings: Settings,
     rows: Sequence[Row],
-    jobs: int,
-    minutes: float,
+    wall: Wall | None,
     quick: bool,
     *,
     host: Machine,
@@ -138,6 +137,8 @@ def describe(
     finished = sum(r.error is None for r in rows)
     longer = [r for r in inproc if r.rounds != settings.rounds]
     lengths = " and ".join(str(n) for n in sorted({r.rounds for r in longer}))
+    local = sum(r.seconds for r in inproc) / 60
+    through_flower = sum(r.seconds for r in flower) / 60
     return [
         f"{'Quick grid (`--quick`): ' if quick else ''}{len(inproc) - len(longer)} runs on the "
         f"in-process transport (`phalanx_clients.inprocess`, a test double of Flower's "
@@ -150,9 +151,15 @@ def describe(
             else ""
         )
         + "; "
-        f"{minutes:.0f} min in all ({sum(r.seconds for r in inproc) / 60:.0f} min of "
-        f"in-process runs on {jobs} process(es), {sum(r.seconds for r in flower) / 60:.0f} "
-        f"min through Flower) on {host.cores} cores shared with other work; torch "
+        + (
+            f"{wall.minutes:.0f} min in all ({local:.0f} min of in-process runs on "
+            f"{wall.jobs} process(es), {through_flower:.0f} min through Flower)"
+            if wall
+            else f"{local:.0f} min of in-process runs and {through_flower:.0f} min through "
+            "Flower, each run's own time (rewritten from the stored rows, which do not say "
+            "how many ran at once)"
+        )
+        + f" on {host.cores} cores shared with other work; torch "
         f"{torch_version} on one thread per process, {host.architecture}.",
         "",
         f"**Settings.** The `{settings.model}` of `phalanx.nets` (the CNN costs 3 to 6 times "

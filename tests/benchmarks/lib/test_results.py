@@ -80,13 +80,14 @@ def test_robustness_report_rewritten_from_the_committed_json_is_the_committed_re
     """`--report-only` reproduces robustness.md byte for byte, given the machine it names.
 
     The report's first paragraph names the machine that writes it; the committed
-    one was written on 2 cores, x86_64, torch 2.13.0+cpu, with `--jobs 2`.
+    one was written on 2 cores, x86_64, torch 2.13.0+cpu. `--jobs` does not enter
+    it: stored rows do not say how many ran at once.
     """
     shutil.copy(COMMITTED / "robustness.json", tmp_path / "robustness.json")
     host = Machine("x86_64", "", "x86_64", 2, "3.11.7", "Linux")
     monkeypatch.setattr(eval_robustness, "machine", lambda: host)
     monkeypatch.setattr(eval_robustness, "version", lambda name: "2.13.0+cpu")
-    assert eval_robustness.main(["--report-only", "--jobs", "2", "--out", str(tmp_path)]) == 0
+    assert eval_robustness.main(["--report-only", "--jobs", "3", "--out", str(tmp_path)]) == 0
     rewritten = (tmp_path / "robustness.md").read_bytes()
     assert rewritten == (COMMITTED / "robustness.md").read_bytes()
 
