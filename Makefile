@@ -45,6 +45,14 @@ bench: $(STAMP)
 	$(PY) benchmarks/eval_default_rule.py --jobs 2
 	$(PY) benchmarks/eval_compression.py --jobs 2
 	$(PY) benchmarks/eval_stragglers.py --jobs 2
+	$(PY) benchmarks/eval_heterogeneity.py --jobs 2
+	$(PY) benchmarks/eval_heterogeneity.py --jobs 2 --merge --no-flower \
+		--partitions dirichlet-0.3 --qs 0,4 --seeds 2027,2028
+	$(PY) benchmarks/eval_heterogeneity.py --jobs 2 --model cnn --no-flower \
+		--partitions dirichlet-0.3 --qs 0,4
+	$(PY) benchmarks/bench_scale.py
+	$(PY) benchmarks/bench_scale.py --workers 3000 --transports in-process,flower
+	$(PY) benchmarks/bench_scale.py --workers 10000 --transports in-process
 	$(PY) benchmarks/bench_codec.py
 	$(PY) benchmarks/bench_aggregation.py
 	$(PY) benchmarks/bench_round.py
@@ -57,6 +65,8 @@ bench-quick: $(STAMP)
 	$(PY) benchmarks/eval_default_rule.py --quick
 	$(PY) benchmarks/eval_compression.py --quick
 	$(PY) benchmarks/eval_stragglers.py --quick
+	$(PY) benchmarks/eval_heterogeneity.py --quick
+	$(PY) benchmarks/bench_scale.py --quick
 	$(PY) benchmarks/bench_codec.py --quick
 	$(PY) benchmarks/bench_aggregation.py --quick
 	$(PY) benchmarks/bench_round.py --quick

@@ -22,8 +22,10 @@ The grid is 432 runs; ``--partitions``, ``--aggregators``, ``--attacks`` and
 grid can be filled over several invocations. ``--seeds`` runs the cases under
 more seeds (each draws its own partition, adversaries and initial model); a cell
 of several seeds shows its mean and range, and the goals read the means. Writes
-``benchmarks/results/heterogeneity.json`` and ``heterogeneity.md``
-(``heterogeneity_quick.*`` with ``--quick``).
+``benchmarks/results/heterogeneity.json`` and ``heterogeneity.md`` for the MLP
+(the default: the full grid on two cores takes about 8 process-hours),
+``heterogeneity_cnn.*`` for the CNN (``--model cnn``, 3 to 6 times the cost per
+run, so measured on the goal cells), ``heterogeneity_quick.*`` with ``--quick``.
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny grid, a few minutes")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per run (default 30)")
-    parser.add_argument("--model", choices=("cnn", "mlp"), default="cnn")
+    parser.add_argument(
+        "--model", choices=("mlp", "cnn"), default="mlp", help="cnn writes heterogeneity_cnn.*"
+    )
     parser.add_argument("--steps", type=int, default=10, help="local steps per round")
     parser.add_argument("--eval-samples", type=int, default=2000)
     parser.add_argument("--jobs", type=int, default=1, help="in-process runs at a time")
@@ -170,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--seeds names no seed")
     if args.quick:
         partitions, rules, pres, attacks, qs = [PARTITIONS[2]], ("median",), PRES, (), (0,)
-    results = report_path(args.out, "heterogeneity", ".json", quick=args.quick)
+    name = "heterogeneity" if settings.model == "mlp" else f"heterogeneity_{settings.model}"
+    results = report_path(args.out, name, ".json", quick=args.quick)
     document = read_json(results) if results.exists() else None
     stored = [Row(**r) for r in document["rows"]] if document else []
     if args.missing_only and not args.merge:
@@ -226,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         "in-process cases.",
     ]
     write_markdown(
-        report_path(args.out, "heterogeneity", ".md", quick=args.quick), markdown(rows, notes)
+        report_path(args.out, name, ".md", quick=args.quick), markdown(rows, notes)
     )
     return 0
 

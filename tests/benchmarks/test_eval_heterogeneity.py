@@ -39,10 +39,12 @@ def _row(aggregator: str, accuracy: float, **fields: object) -> Row:
     return Row(**{**values, **fields})  # type: ignore[arg-type]
 
 
-def _store(folder: Path, rows: list[Row]) -> None:
+def _store(
+    folder: Path, rows: list[Row], settings: Settings = STORED, name: str = "heterogeneity"
+) -> None:
     results.write_json(
-        folder / "heterogeneity.json",
-        {"settings": dataclasses.asdict(STORED), "rows": [dataclasses.asdict(r) for r in rows]},
+        folder / f"{name}.json",
+        {"settings": dataclasses.asdict(settings), "rows": [dataclasses.asdict(r) for r in rows]},
     )
 
 
@@ -57,6 +59,18 @@ def test_report_only_writes_the_report_from_the_stored_rows_and_their_settings(
     assert "Fashion-MNIST MLP, K = 20, r = 1, 30 rounds of 10 local SGD steps" in text
     assert "| median | 71.0 |" in text and "| mean | 80.0 |" in text
     assert "at alpha 0.3: missed (2.00 % over 2 runs without attack)" in text
+
+
+def test_the_cnn_keeps_its_own_files_beside_the_mlp(tmp_path: Path) -> None:
+    _store(tmp_path, [_row("median", 0.71)])
+    cnn = dataclasses.replace(STORED, model="cnn")
+    _store(tmp_path, [_row("median", 0.83)], cnn, "heterogeneity_cnn")
+
+    assert eval_heterogeneity.main(["--model", "cnn", "--report-only", "--out", str(tmp_path)]) == 0
+
+    text = (tmp_path / "heterogeneity_cnn.md").read_text(encoding="utf-8")
+    assert "Fashion-MNIST CNN" in text and "| median | 83.0 |" in text
+    assert not (tmp_path / "heterogeneity.md").exists()
 
 
 def test_merging_rows_of_other_settings_is_refused_in_words(tmp_path: Path) -> None:
