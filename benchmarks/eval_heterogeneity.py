@@ -230,9 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(r.transport == FLOWER for r in rows)} through Flower); the grid has 432 "
         "in-process cases.",
     ]
-    write_markdown(
-        report_path(args.out, name, ".md", quick=args.quick), markdown(rows, notes)
-    )
+    write_markdown(report_path(args.out, name, ".md", quick=args.quick), markdown(rows, notes))
     return 0
 
 
