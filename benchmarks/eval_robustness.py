@@ -40,7 +40,10 @@ relabelling on, on ``mols``, ``subsets`` and ``bibd`` (K = 15, r = 3), q = 1..5,
 adversary is flagged and the distorted fraction after round 10. ``--colluders``
 runs only those and merges them into the existing results, each run as it
 finishes (``--missing-only``: only the runs without a stored row, so a stopped
-grid goes on); ``--quick`` runs a tiny version of both.
+grid goes on); ``--colluder-qs`` and ``--colluder-bounds`` pick cells of it
+(the longer check of the ``mols`` cells: ``--colluders --schemes mols --rounds
+80 --colluder-qs 2,3 --colluder-bounds default --out
+benchmarks/results/colluders_80_rounds``); ``--quick`` runs a tiny version of both.
 
 Writes ``benchmarks/results/robustness.json`` (the grid's rows, then the
 colluders' rows, marked ``"table": "colluders"``) and ``robustness.md``
@@ -61,6 +64,7 @@ if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` f
 from benchmarks.lib.colluders_grid import (
     COLLUDER_DEFENCES,
     DEADLINE,
+    Q_MAX,
     QUICK_DEADLINE,
     QUICK_ROUNDS,
     colluder_grid,
@@ -108,6 +112,17 @@ from benchmarks.lib.robustness_markdown import describe, log_row, markdown
 from benchmarks.lib.robustness_runs import grid_rounds, merge, run_case, run_grid
 
 
+def _whole_numbers(text: str) -> tuple[int, ...]:
+    """``"2,3"`` as ``(2, 3)``; anything else refused in words."""
+    try:
+        numbers = tuple(int(x) for x in text.split(",") if x)
+    except ValueError:
+        raise SystemExit(f"--colluder-qs takes numbers separated by commas, not {text!r}") from None
+    if not numbers or min(numbers) < 1:
+        raise SystemExit(f"--colluder-qs takes q of 1 or more, not {text!r}")
+    return numbers
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="reduced grid, under five minutes")
@@ -148,6 +163,17 @@ def main(argv: list[str] | None = None) -> int:
         help="with --colluders, run only the runs without a stored row (a stopped grid goes on)",
     )
     parser.add_argument(
+        "--colluder-qs",
+        default=None,
+        help="colluders: only these q, e.g. 2,3 (each seed's run without attack runs too)",
+    )
+    parser.add_argument(
+        "--colluder-bounds",
+        choices=("both", "default", "stated"),
+        default="both",
+        help=f"colluders: the default bound of the proof across rounds, {Q_MAX}, or both",
+    )
+    parser.add_argument(
         "--flag-within",
         type=int,
         default=None,
@@ -183,8 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         colluder_cases = quick_grid(settings.seed, args.rounds or QUICK_ROUNDS)
     else:
         chosen = [d for d in COLLUDER_DEFENCES if wanted is None or d.scheme in wanted]
+        colluder_qs = COLLUDER_QS if args.colluder_qs is None else _whole_numbers(args.colluder_qs)
+        bounds = {"both": (None, Q_MAX), "default": (None,), "stated": (Q_MAX,)}
         colluder_cases = colluder_grid(
-            chosen, COLLUDER_QS, [settings.seed, *seeds], args.rounds or 20
+            chosen,
+            colluder_qs,
+            [settings.seed, *seeds],
+            args.rounds or 20,
+            bounds[args.colluder_bounds],
         )
     results = report_path(args.out, "robustness", ".json", quick=args.quick)
     colluders: list[ColluderRow] = []
