@@ -21,6 +21,33 @@ MAX_LISTED = 6
 """Most failing runs or cells a goal's detail names (the count is always given)."""
 
 
+def expected_rounds_to_proof(partners: int, bound: int, meet: float = 1.0) -> float:
+    """Expected rounds until a colluder has disputed ``bound + 1`` different workers.
+
+    The proof across rounds flags a worker once it has disagreed with more
+    different workers than could all be lying (``bound``). A pair of colluders who
+    lie only where they outvote the third holder of a shared file disputes one
+    honest worker a round, drawn afresh by relabelling from ``partners``, in a
+    round where they share a file at all (probability ``meet``). Collecting
+    ``bound + 1`` different partners is the coupon collector's problem: the i-th
+    new one takes ``partners / (partners - i)`` such rounds on average.
+
+    Parameters
+    ----------
+    partners : int
+        The honest workers the partner is drawn from (K - q).
+    bound : int
+        ``detection.max_adversaries``; at most ``partners - 1``.
+    meet : float
+        Probability that the pair shares a file in a round (1 on STS(15), whose
+        every pair of workers shares one file; 10/14 on the MOLS design of K = 15,
+        where two workers of the same square share none).
+    """
+    if not 0 <= bound < partners or not 0 < meet <= 1:
+        raise ValueError(f"need 0 <= bound < partners and 0 < meet <= 1, got {bound}, {meet}")
+    return sum(partners / (partners - i) for i in range(bound + 1)) / meet
+
+
 def cell_of(row: ColluderRow) -> Cell:
     """The cell of a run."""
     return (row.defence, row.strategy, row.q, row.bound)

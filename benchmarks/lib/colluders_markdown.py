@@ -11,12 +11,14 @@ from benchmarks.lib.colluders_goals import (
     cells,
     clean_runs,
     colluder_goals,
+    expected_rounds_to_proof,
     mean_distorted_after,
 )
-from benchmarks.lib.colluders_grid import COLLUDER_DEFENCES, STRATEGY_ATTACK
+from benchmarks.lib.colluders_grid import COLLUDER_DEFENCES, DEFAULT_BOUND, STRATEGY_ATTACK
 from benchmarks.lib.colluders_runs import ColluderRow, first_rounds
 from benchmarks.lib.results import Machine, Wall
 from benchmarks.lib.robustness_goals import pct
+from benchmarks.lib.robustness_grid import K
 
 TITLE = "# Robustness under attack (Fashion-MNIST, K = 15)"
 """robustness.md's title, for a report that has only the colluders' rows."""
@@ -197,6 +199,8 @@ def colluder_notes(
         "majority); one that distorted nothing by round "
         f"{after} has nothing to be flagged by, and the goal counts it apart.",
         "",
+        _proof_pace(sorted({r.bound for r in rows if r.q > 0}) or [DEFAULT_BOUND], after),
+        "",
         "**Distorted fraction, derived.** The round report does not say which replica "
         "supplied each accepted file. With relabelling the distortion plan differs every "
         "round, so it is recomputed on each round's relabelled assignment, as every "
@@ -209,6 +213,36 @@ def colluder_notes(
         f"matched the `disputes_across_rounds` events, in {consistent} of {finished} finished "
         "runs.",
     ]
+
+
+MOLS_MEET = 10 / 14
+"""On the MOLS design of K = 15 two workers share a file unless they sit in the same one of
+its three squares of five: 4 of the other 14 workers do."""
+
+
+def _proof_pace(bounds: Sequence[int], after: int) -> str:
+    """Why two colluders take longer to prove than more: the expected rounds, per bound."""
+    partners = K - 2
+
+    def pace(meet: float) -> str:
+        rounds = [f"{expected_rounds_to_proof(partners, b, meet):.1f}" for b in bounds]
+        return f"{rounds[0]} rounds at bound {bounds[0]}" + "".join(
+            f" and {x} at bound {b}" for x, b in zip(rounds[1:], bounds[1:], strict=True)
+        )
+
+    return (
+        "**How soon a proof can come.** A worker is proven once it has disputed more "
+        "different workers than the bound allows to be lying. Two colluders who lie only "
+        "where they outvote a file's third holder dispute one honest worker a round, drawn "
+        f"afresh by relabelling from the {partners} others; collecting bound + 1 different "
+        f"ones takes on average {pace(1.0)} on STS(15), whose every pair of workers "
+        f"shares one file, and {pace(MOLS_MEET)} on mols, where a pair shares a file in 10 of "
+        "14 relabellings (`expected_rounds_to_proof`); on subsets every pair shares 13 files, "
+        "one with each honest worker, and the proof comes in round 1. So at q = 2 on bibd and "
+        f"mols the goal's {after} rounds ask for more than a proof that flags no honest worker can "
+        "give at the default bound; more colluders dispute more workers a round and are "
+        "proven sooner."
+    )
 
 
 def log_colluder_row(row: ColluderRow) -> None:
