@@ -34,6 +34,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ def _document(settings: Settings, rows: list[Row]) -> dict[str, object]:
     return {"settings": dataclasses.asdict(settings), "rows": [dataclasses.asdict(r) for r in rows]}
 
 
-def _stored_settings(document: dict[str, Any]) -> Settings:
+def stored_settings(document: dict[str, Any]) -> Settings:
     """The settings of stored rows (the seed, once one for all, is now each row's own)."""
     given = dict(document["settings"])
     given.pop("seed", None)
@@ -113,6 +114,12 @@ def _choose(given: str | None, known: tuple[str, ...], what: str) -> tuple[str, 
     if unknown:
         raise SystemExit(f"unknown {what}: {', '.join(unknown)}; choose from {', '.join(known)}")
     return chosen
+
+
+def hosts(rows: list[Row]) -> str:
+    """The CPUs the rows ran on, with their counts, most rows first."""
+    counts = Counter(r.host or "not recorded" for r in rows)
+    return ", ".join(f"{cpu} ({n} run{'s' if n != 1 else ''})" for cpu, n in counts.most_common())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.missing_only and not args.merge:
         raise SystemExit("--missing-only adds to the stored rows: give --merge too")
     if document and (args.report_only or args.merge):
-        kept = _stored_settings(document)
+        kept = stored_settings(document)
         if args.merge and kept != settings:
             raise SystemExit(
                 f"the stored rows were run with {kept}; merging rows of {settings} would mix "
@@ -216,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{settings.steps} local SGD steps (batch {settings.batch_size}, lr {settings.lr:g}) "
         f"per client, FedAvg's server step; every rule tolerates f = 4; screening at its "
         f"defaults; accuracy on {settings.eval_samples} test samples after the last round.",
-        f"Host: {host.cpu}, {host.cores} cores, Python {host.python}; torch "
+        f"Hosts: {hosts(rows)}; {host.cores} cores, Python {host.python}; torch "
         f"{version('torch')}, flwr {version('flwr')}, byzfl {version('byzfl')}; the runs took "
         f"{sum(r.seconds for r in rows) / 60:.0f} min of one process"
         + (

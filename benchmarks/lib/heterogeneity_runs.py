@@ -27,6 +27,7 @@ from benchmarks.lib.aggregation_peers import load_byzfl
 from benchmarks.lib.case_pool import run_cases
 from benchmarks.lib.heterogeneity_grid import IN_PROCESS, SEED, Case, F, K, Settings
 from benchmarks.lib.inprocess_sharing import ReportSink
+from benchmarks.lib.results import machine
 from phalanx import coordinator
 from phalanx.aggregation import aggregate
 from phalanx.config import RunConfig
@@ -167,6 +168,9 @@ class Row:
     seconds: float
     error: str | None = None
     seed: int = SEED
+    host: str | None = None
+    """The CPU the run ran on (``Machine.cpu``): float32 rounds differently on another,
+    so a run repeats bit for bit only there. ``None`` where no record says."""
 
 
 def honest_flagged(reports: Sequence[RoundReport], liars: frozenset[int], k: int) -> float:
@@ -196,6 +200,7 @@ def run_case(case: Case, settings: Settings, transport: str) -> Row:
         "pre": case.pre,
         "adversaries": sorted(liars),
         "seed": case.seed,
+        "host": machine().cpu,
     }
     try:
         with observed(gap):

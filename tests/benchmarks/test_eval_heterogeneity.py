@@ -73,6 +73,16 @@ def test_the_cnn_keeps_its_own_files_beside_the_mlp(tmp_path: Path) -> None:
     assert not (tmp_path / "heterogeneity.md").exists()
 
 
+def test_the_report_names_every_host_the_rows_ran_on(tmp_path: Path) -> None:
+    rows = [_row("median", 0.71, host="AMD EPYC"), _row("mean", 0.8, host="AMD EPYC")]
+    _store(tmp_path, [*rows, _row("trimmed_mean", 0.7)])
+
+    assert eval_heterogeneity.main(["--report-only", "--out", str(tmp_path)]) == 0
+
+    text = (tmp_path / "heterogeneity.md").read_text(encoding="utf-8")
+    assert "Hosts: AMD EPYC (2 runs), not recorded (1 run);" in text
+
+
 def test_merging_rows_of_other_settings_is_refused_in_words(tmp_path: Path) -> None:
     _store(tmp_path, [_row("median", 0.71)])
     argv = ["--merge", "--rounds", "5", "--model", "mlp", "--out", str(tmp_path)]
