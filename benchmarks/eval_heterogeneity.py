@@ -34,7 +34,6 @@ import argparse
 import dataclasses
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +58,7 @@ from benchmarks.lib.heterogeneity_markdown import log_row, markdown
 from benchmarks.lib.heterogeneity_runs import Row, run_case, run_grid
 from benchmarks.lib.results import (
     RESULTS,
+    hosts,
     load_average,
     machine,
     read_json,
@@ -114,12 +114,6 @@ def _choose(given: str | None, known: tuple[str, ...], what: str) -> tuple[str, 
     if unknown:
         raise SystemExit(f"unknown {what}: {', '.join(unknown)}; choose from {', '.join(known)}")
     return chosen
-
-
-def hosts(rows: list[Row]) -> str:
-    """The CPUs the rows ran on, with their counts, most rows first."""
-    counts = Counter(r.host or "not recorded" for r in rows)
-    return ", ".join(f"{cpu} ({n} run{'s' if n != 1 else ''})" for cpu, n in counts.most_common())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{settings.steps} local SGD steps (batch {settings.batch_size}, lr {settings.lr:g}) "
         f"per client, FedAvg's server step; every rule tolerates f = 4; screening at its "
         f"defaults; accuracy on {settings.eval_samples} test samples after the last round.",
-        f"Hosts: {hosts(rows)}; {host.cores} cores, Python {host.python}; torch "
+        f"Hosts: {hosts(r.host for r in rows)}; {host.cores} cores, Python {host.python}; torch "
         f"{version('torch')}, flwr {version('flwr')}, byzfl {version('byzfl')}; the runs took "
         f"{sum(r.seconds for r in rows) / 60:.0f} min of one process"
         + (

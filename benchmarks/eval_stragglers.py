@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         host=host,
         torch_version=version("torch"),
         load=load,
-        rewritten=args.report_only,
+        # Rows run by other invocations were timed there, perhaps on another host.
+        rewritten=args.report_only or bool(stored),
     )
     write_markdown(args.out / f"{stem}.md", markdown(rows, notes, stem=stem))
     failed = [r for r in rows if r.error is not None and not r.error.startswith(REFUSED)]

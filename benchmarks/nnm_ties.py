@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -31,8 +30,8 @@ if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` f
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from benchmarks.eval_heterogeneity import stored_settings
-from benchmarks.lib import heterogeneity_runs
 from benchmarks.lib.heterogeneity_grid import IN_PROCESS, PARTITIONS, SEED, grid
+from benchmarks.lib.heterogeneity_runs import run_case
 from benchmarks.lib.results import RESULTS, read_json
 
 
@@ -57,32 +56,23 @@ def closest_call(updates: Tensor, f: int) -> tuple[int, float, float]:
     return row, 1e6 * float(margin[row]), 1e6 * error
 
 
-class TieProbe(heterogeneity_runs.PeerGap):
-    """ByzFL beside Phalanx, as the grid runs it; a round past ``threshold`` is examined."""
+def report(threshold: float) -> Callable[[float, Tensor, int], None]:
+    """A round's gap to ByzFL: past ``threshold``, print the round's closest call."""
+    rounds = 0
 
-    threshold = 1e-3
-
-    def __call__(
-        self,
-        name: str,
-        updates: Tensor,
-        *,
-        f: int,
-        pre: str | None = None,
-        pre_options: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> Tensor:
-        """Aggregate and record the gap as the grid does; print the closest call if large."""
-        out = super().__call__(name, updates, f=f, pre=pre, pre_options=pre_options, **options)
-        if self.gaps and self.gaps[-1] > self.threshold:
+    def on_gap(gap: float, updates: Tensor, f: int) -> None:
+        nonlocal rounds
+        rounds += 1
+        if gap > threshold:
             row, margin, error = closest_call(updates.detach(), f)
             print(
-                f"round {len(self.gaps)}: gap {self.gaps[-1]:.4f}, n = {updates.shape[0]}, "
-                f"f = {f}; update {row}: boundary neighbours {margin:.2f} ppm apart; "
-                f"float32 cdist off by up to {error:.1f} ppm",
+                f"round {rounds}: gap {gap:.4f}, n = {updates.shape[0]}, f = {f}; update "
+                f"{row}: boundary neighbours {margin:.2f} ppm apart; float32 cdist off by "
+                f"up to {error:.1f} ppm",
                 flush=True,
             )
-        return out
+
+    return on_gap
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = grid([partition], (args.rule,), ("nnm",), (args.attack,), (args.q,), (args.seed,))
     (case,) = [c for c in cases if c.q == args.q]
     settings = stored_settings(read_json(RESULTS / "heterogeneity.json"))
-    TieProbe.threshold = args.gap
-    heterogeneity_runs.PeerGap = TieProbe  # type: ignore[misc]
-    row = heterogeneity_runs.run_case(case, settings, IN_PROCESS)
+    row = run_case(case, settings, IN_PROCESS, report(args.gap))
     print(f"largest gap {row.byzfl_gap}; final accuracy {row.final_accuracy}; error {row.error}")
     return 0 if row.error is None else 1
 

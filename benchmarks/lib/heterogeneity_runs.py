@@ -82,8 +82,13 @@ def byzfl_aggregator(rule: str, pre: str | None, f: int) -> Callable[[Tensor], T
 class PeerGap:
     """Phalanx's aggregation with ByzFL's beside it on the same inputs, recording the gap."""
 
-    def __init__(self, peer: Callable[[Tensor], Tensor] | None) -> None:
+    def __init__(
+        self,
+        peer: Callable[[Tensor], Tensor] | None,
+        on_gap: Callable[[float, Tensor, int], None] | None = None,
+    ) -> None:
         self.peer = peer
+        self.on_gap = on_gap
         self.gaps: list[float] = []
 
     def __call__(
@@ -102,6 +107,8 @@ class PeerGap:
             theirs = self.peer(updates.detach().clone())
             scale = max(float(torch.linalg.vector_norm(out)), 1e-12)
             self.gaps.append(float(torch.linalg.vector_norm(out - theirs)) / scale)
+            if self.on_gap is not None:
+                self.on_gap(self.gaps[-1], updates, f)
         return out
 
 
@@ -181,13 +188,21 @@ def honest_flagged(reports: Sequence[RoundReport], liars: frozenset[int], k: int
     return wrong / (len(reports) * (k - len(liars)))
 
 
-def run_case(case: Case, settings: Settings, transport: str) -> Row:
-    """Run one case end to end on the named transport; a failure becomes a row too."""
+def run_case(
+    case: Case,
+    settings: Settings,
+    transport: str,
+    on_gap: Callable[[float, Tensor, int], None] | None = None,
+) -> Row:
+    """Run one case end to end on the named transport; a failure becomes a row too.
+
+    ``on_gap`` is told each round's gap to ByzFL with the updates and ``f`` it came from.
+    """
     torch.set_num_threads(1)  # as the ClientApp does
     config = case.config(settings)
     liars = frozenset(adversaries(config))
     sink = ReportSink()
-    gap = PeerGap(byzfl_aggregator(case.rule, case.pre, F))
+    gap = PeerGap(byzfl_aggregator(case.rule, case.pre, F), on_gap)
     started = time.perf_counter()
     common: dict[str, Any] = {
         "partition": case.partition.kind,

@@ -16,6 +16,8 @@ import json
 import os
 import platform
 import sys
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,12 @@ class Machine:
     """``platform.python_version()``."""
     system: str
     """``platform.platform()``: kernel and C library."""
+
+
+def hosts(cpus: Iterable[str | None]) -> str:
+    """The CPUs rows ran on, each with its count of runs, most first ("not recorded": None)."""
+    counts = Counter(cpu or "not recorded" for cpu in cpus)
+    return ", ".join(f"{cpu} ({n} run{'s' if n != 1 else ''})" for cpu, n in counts.most_common())
 
 
 def cpu_model(cpuinfo: str, fallback: str) -> str:

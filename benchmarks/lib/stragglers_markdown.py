@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from benchmarks.lib.results import Machine
+from benchmarks.lib.results import Machine, hosts
 from benchmarks.lib.robustness_goals import pct
 from benchmarks.lib.robustness_grid import FLOWER, IN_PROCESS
 from benchmarks.lib.stragglers_goals import (
@@ -190,7 +190,6 @@ def describe(
         for n in sorted({r.rounds for r in grid if r.workload == w.key})
     )
     flower_rounds = ", ".join(str(n) for n in sorted({r.rounds for r in flower}))
-    done = "Rewritten from the stored rows; their runs took" if rewritten else "In all"
     spent = sum(r.seconds for r in local) / 60
     first = (
         f"{'Quick grid (`--quick`): ' if quick else ''}{len(grid)} runs of the grid on the "
@@ -203,11 +202,17 @@ def describe(
             f" {len(flower)} run(s) through Flower's simulation engine, of {flower_rounds} "
             "rounds, each beside an in-process twin."
         )
-    first += (
-        f" {done} {minutes:.0f} min ({spent:.0f} min of in-process runs on {jobs} process(es)) "
-        f"on {host.cpu}, {host.cores} cores shared with other work (load average "
-        f"{load:.1f} at the end); torch {torch_version} on one thread per process, "
-        f"{host.architecture}." + (f" {len(failed)} run(s) failed (footnotes)." if failed else "")
+    timing = (
+        f" Rewritten from the stored rows: {spent:.0f} min of in-process runs, each run's own "
+        f"time (the rows do not say how many ran at once), on {hosts(r.host for r in rows)}, "
+        f"{host.cores} cores shared with other work; torch {torch_version}"
+        if rewritten
+        else f" In all {minutes:.0f} min ({spent:.0f} min of in-process runs on {jobs} "
+        f"process(es)) on {host.cpu}, {host.cores} cores shared with other work (load average "
+        f"{load:.1f} at the end); torch {torch_version}"
+    )
+    first += f"{timing} on one thread per process, {host.architecture}." + (
+        f" {len(failed)} run(s) failed (footnotes)." if failed else ""
     )
     return [
         first,

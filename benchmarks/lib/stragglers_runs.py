@@ -9,6 +9,7 @@ stragglers. A run the platform refuses or that fails becomes a row that says why
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from benchmarks.lib.case_pool import run_cases
 from benchmarks.lib.inprocess_sharing import ReportSink
+from benchmarks.lib.results import machine
 from benchmarks.lib.robustness_grid import FLOWER
 from benchmarks.lib.robustness_runs import in_process_transport
 from benchmarks.lib.stragglers_grid import SEED, Case
@@ -76,6 +78,8 @@ class Row:
     error: str | None = None
     note: str | None = None
     seed: int = SEED
+    host: str | None = None
+    """The CPU the run ran on (``Machine.cpu``; ``None`` where no record says)."""
 
 
 def stragglers_of(config: RunConfig) -> list[int]:
@@ -166,7 +170,14 @@ def refusal(exc: ValidationError) -> str:
 
 
 def run_case(case: Case) -> Row:
-    """Run one case end to end on its transport; a refusal or a failure becomes a row too."""
+    """Run one case end to end on its transport; a refusal or a failure becomes a row too.
+
+    The row names the CPU it ran on: float32 rounds differently on another.
+    """
+    return dataclasses.replace(_run(case), host=machine().cpu)
+
+
+def _run(case: Case) -> Row:
     torch.set_num_threads(1)  # as the ClientApp does: one thread, so replicas agree bit for bit
     started = time.perf_counter()
     try:

@@ -33,3 +33,12 @@ def test_honest_flagged_counts_flags_of_honest_clients_over_their_rounds() -> No
     # Client 5 lies; client 0 is honest and was flagged once in 3 rounds of 19 honest clients.
     assert honest_flagged(reports, frozenset({5}), 20) == pytest.approx(1 / (3 * 19))
     assert honest_flagged([], frozenset(), 20) == 0.0
+
+
+def test_the_gap_of_each_aggregation_is_told_with_the_updates_and_f_it_came_from() -> None:
+    told: list[tuple[float, torch.Tensor, int]] = []
+    gap = PeerGap(byzfl_aggregator("median", None, 2), lambda g, u, f: told.append((g, u, f)))
+    updates = torch.randn(7, 4, generator=torch.Generator().manual_seed(5))
+    gap("median", updates, f=2)
+    ((value, seen, f),) = told
+    assert value == gap.gaps[0] and seen is updates and f == 2

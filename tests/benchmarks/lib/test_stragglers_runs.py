@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
+from benchmarks.lib import stragglers_runs
+from benchmarks.lib.results import machine
 from benchmarks.lib.robustness_grid import FLOWER, IN_PROCESS, NO_ATTACK
 from benchmarks.lib.stragglers_grid import (
     ATTACK,
@@ -67,6 +69,14 @@ def test_a_refused_config_becomes_a_row_with_one_line_and_no_figures() -> None:
     r = derive(case, None, [], 0.0, error)
     assert (r.final_accuracy, r.precision, r.simulated_time_s, r.rounds) == (None, None, None, 30)
     assert r.error == error and r.collect == {} and r.stragglers == []
+
+
+def test_a_run_names_the_cpu_it_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    case = Case(CNN, CNN.main, STRAGGLERS, POLICY["deadline"], NO_ATTACK, 30)
+    refused = derive(case, None, [], 0.0, REFUSED + "stand-in")
+    monkeypatch.setattr(stragglers_runs, "_run", lambda c: refused)
+    assert refused.host is None
+    assert stragglers_runs.run_case(case).host == machine().cpu
 
 
 def test_merge_replaces_the_same_run_and_keeps_the_others() -> None:
