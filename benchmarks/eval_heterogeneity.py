@@ -54,7 +54,7 @@ from benchmarks.lib.heterogeneity_grid import (
     Settings,
     grid,
 )
-from benchmarks.lib.heterogeneity_markdown import log_row, markdown
+from benchmarks.lib.heterogeneity_markdown import MLP_TIES, log_row, markdown
 from benchmarks.lib.heterogeneity_runs import Row, run_case, run_grid
 from benchmarks.lib.results import (
     RESULTS,
@@ -231,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(r.transport == FLOWER for r in rows)} through Flower); the grid has 432 "
         "in-process cases.",
     ]
-    write_markdown(report_path(args.out, name, ".md", quick=args.quick), markdown(rows, notes))
+    examined = [MLP_TIES] if name == "heterogeneity" and not args.quick else []
+    write_markdown(
+        report_path(args.out, name, ".md", quick=args.quick), markdown(rows, notes, examined)
+    )
     return 0
 
 

@@ -4,8 +4,8 @@ NNM replaces each update by the mean of its ``n - f`` nearest updates. When one
 update's ``(n - f)``-th and ``(n - f + 1)``-th nearest neighbours lie at nearly
 the same distance, float32 rounding may order them either way, and two correct
 implementations mix that update with different last neighbours. This runs one
-case of ``eval_heterogeneity.py`` (current code, in process, the committed MLP grid's
-settings) and, in each round
+case of ``eval_heterogeneity.py`` (current code, in process, the committed grid's
+settings: the MLP's, or the CNN's with ``--model cnn``) and, in each round
 whose aggregate differs from ByzFL's by more than ``--gap``, prints the closest
 call: the update whose two boundary neighbours lie nearest (relative margin, in
 float64, parts per million) and how far float32 ``cdist`` strays from float64 on
@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("attack", help="alie, ipm, sign_flip or label_flip")
     parser.add_argument("q", type=int, help="adversaries (at least 1)")
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument(
+        "--model", choices=("mlp", "cnn"), default="mlp", help="whose committed settings to use"
+    )
     parser.add_argument("--gap", type=float, default=1e-3, help="relative gap worth examining")
     args = parser.parse_args(argv)
     if args.q < 1:
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     partition = by_label[args.partition]
     cases = grid([partition], (args.rule,), ("nnm",), (args.attack,), (args.q,), (args.seed,))
     (case,) = [c for c in cases if c.q == args.q]
-    settings = stored_settings(read_json(RESULTS / "heterogeneity.json"))
+    name = "heterogeneity" if args.model == "mlp" else f"heterogeneity_{args.model}"
+    settings = stored_settings(read_json(RESULTS / f"{name}.json"))
     row = run_case(case, settings, IN_PROCESS, report(args.gap))
     print(f"largest gap {row.byzfl_gap}; final accuracy {row.final_accuracy}; error {row.error}")
     return 0 if row.error is None else 1

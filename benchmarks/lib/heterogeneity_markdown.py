@@ -19,17 +19,21 @@ BYZFL_NOTE = (
     "n - f - 1 nearest neighbours (Phalanx: n - f - 2, as Blanchard et al.), so it may pick "
     "other updates; its geometric median runs 3 Weiszfeld steps from zero (Phalanx's runs to "
     "convergence from the mean): a gap there measures the definitions, and carries over "
-    "after NNM. The few gaps of NNM before an otherwise equal rule (each in one round of a "
-    "run) are near-ties where examined: in the largest (5.1 %, Dirichlet 0.1, NNM + median, "
-    "IPM q = 2, round 10) one client's (n - f)-th and (n - f + 1)-th nearest neighbours lay "
-    "4.3 parts per million apart, and in an earlier one (2.5 %) 0.3 and 5.8, within the "
-    "rounding of a float32 distance over 235,146 coordinates (torch's float32 cdist is off "
-    "by up to 30 and 36 parts per million on those updates), so the two libraries mixed that "
-    "client with a different last neighbour; both are NNM. One more (4.1 %, Dirichlet 0.3, "
-    "NNM + trimmed mean, sign flip q = 4, seed 2027) was measured with an earlier version of "
-    "the code and does not recur when the run is repeated with the current one (8e-08)."
+    "after NNM. A gap of NNM before an otherwise equal rule, when there is one, is a near-tie: "
+    "an update whose (n - f)-th and (n - f + 1)-th nearest neighbours lie at distances that "
+    "float32 may order either way, so the two libraries mix it with a different last "
+    "neighbour; both are NNM (`benchmarks/nnm_ties.py` examines a run's gaps)."
 )
 """What the gaps of ByzFL's rules mean, said under their table."""
+MLP_TIES = (
+    "Examined on this grid: in the largest gap of NNM before an equal rule (5.1 %, Dirichlet "
+    "0.1, NNM + median, IPM q = 2, round 10) one client's boundary neighbours lay 4.3 parts "
+    "per million apart, in an earlier one (2.5 %) 0.3 and 5.8, while torch's float32 cdist is "
+    "off by up to 30 and 36 parts per million on those updates of 235,146 coordinates. One "
+    "more (4.1 %, Dirichlet 0.3, NNM + trimmed mean, sign flip q = 4, seed 2027) ran on the AMD "
+    "EPYC host and does not recur when the run is repeated on the Intel one (8e-08)."
+)
+"""The MLP grid's NNM gaps, as examined with ``benchmarks/nnm_ties.py``."""
 SCREENING_GOAL = 0.01
 """At most 1 % of honest updates flagged at alpha 0.3."""
 
@@ -223,8 +227,8 @@ def gap_table(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
-def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
-    """The whole report."""
+def markdown(rows: Sequence[Row], notes: Sequence[str], examined: Sequence[str] = ()) -> str:
+    """The whole report; ``examined``: what was found on looking into this grid's gaps."""
     lines = ["# Robustness where honest clients differ (local data)", ""]
     for note in notes:
         lines += [note, ""]
@@ -253,6 +257,7 @@ def markdown(rows: Sequence[Row], notes: Sequence[str]) -> str:
             )
         lines.append("")
     lines += ["## ByzFL on the same updates", "", *gap_table(rows), "", BYZFL_NOTE, ""]
+    lines += [line for note in examined for line in (note, "")]
     failed = [r for r in rows if r.error]
     if failed:
         lines += ["## Failed runs", ""]

@@ -59,6 +59,7 @@ def test_report_only_writes_the_report_from_the_stored_rows_and_their_settings(
     assert "Fashion-MNIST MLP, K = 20, r = 1, 30 rounds of 10 local SGD steps" in text
     assert "| median | 71.0 |" in text and "| mean | 80.0 |" in text
     assert "at alpha 0.3: missed (2.00 % over 2 runs without attack)" in text
+    assert "Examined on this grid" in text
 
 
 def test_the_cnn_keeps_its_own_files_beside_the_mlp(tmp_path: Path) -> None:
@@ -70,6 +71,7 @@ def test_the_cnn_keeps_its_own_files_beside_the_mlp(tmp_path: Path) -> None:
 
     text = (tmp_path / "heterogeneity_cnn.md").read_text(encoding="utf-8")
     assert "Fashion-MNIST CNN" in text and "| median | 83.0 |" in text
+    assert "Examined on this grid" not in text  # the MLP grid's near-ties are not the CNN's
     assert not (tmp_path / "heterogeneity.md").exists()
 
 
