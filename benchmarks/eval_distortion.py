@@ -4,10 +4,14 @@ For K = 15 workers, r = 3 and q = 1..7 adversaries, every scheme is attacked
 under the weak model (random adversaries, every adversary distorts every file,
 averaged over draws) and the strong model (omniscient adversaries chosen to own
 the most file majorities, trying both Aspis strategies and keeping the worse
-one for the defence). One round of replicas is built, Phalanx's detection
-decides, and we count the files whose accepted value is a distorted one. Both
-policies for tied largest agreeing groups run: Phalanx's default, which drops
-disputed files, and the per-file majority of Aspis and ByzShield.
+one for the defence). One round of replicas is built, detection decides as the
+coordinator would in a run's first round, and we count the files whose accepted
+value is a distorted one. Two configurations decide: Phalanx's default
+(``detection.across_rounds = true``: a worker is flagged only when the round's
+disputes prove it a liar, outsiders of the largest agreeing group are suspects,
+disputed files and files left to suspects are dropped) and the Aspis rule
+(``across_rounds = false``, ``on_tie = "majority"``: every outsider of a unique
+largest group is flagged, tied files go to their per-file majority).
 
 Writes ``benchmarks/results/distortion.json`` and ``distortion.md``
 (``distortion_quick.*`` with ``--quick``).
@@ -21,12 +25,14 @@ import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
 from phalanx.assignment import Assignment, make_assignment
 from phalanx.attacks import distortion_plan, select_adversaries
-from phalanx.detection import Replica, TiePolicy, detect
+from phalanx.detection import Replica, compare_round, judge
+from phalanx.detection.disputes import LiarsAcrossRounds
 
 if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` from this checkout
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -52,7 +58,7 @@ class Row:
     recall: float
     strategy: str
     draws: int
-    on_tie: str = "drop_disputed"
+    rule: str = "default"
 
 
 def published(scheme: str, q: int) -> float | None:
@@ -66,14 +72,18 @@ def published(scheme: str, q: int) -> float | None:
     return None
 
 
+Rule = Literal["default", "aspis"]
+"""``default``: Phalanx's defaults; ``aspis``: ``across_rounds = false``, ``on_tie = "majority"``."""
+
+
 def one_round(
     assignment: Assignment,
     adversaries: frozenset[int],
     strategy: str,
     seed: int,
-    on_tie: TiePolicy = "drop_disputed",
+    rule: Rule = "default",
 ) -> tuple[float, float, float]:
-    """Distorted fraction, precision and recall of one attacked round."""
+    """Distorted fraction, precision and recall of one attacked round, as a run's first."""
     plan = distortion_plan(assignment, adversaries, strategy=strategy, seed=seed)  # type: ignore[arg-type]
     g = torch.Generator().manual_seed(seed)
     honest = torch.randn(assignment.num_files, 16, generator=g)
@@ -84,17 +94,25 @@ def one_round(
             value = -100.0 * honest[f] if distorted else honest[f]
             digest = hashlib.sha256(value.numpy().tobytes()).hexdigest()
             replicas.append(Replica(worker=w, file=f, value=value, digest=digest))
-    verdict = detect(assignment, replicas, mode="exact", on_tie=on_tie)
+    compared = compare_round(assignment, replicas, mode="exact")
+    if rule == "default":
+        # As the coordinator does: the round's own disputes may prove liars (bound (K - 1) // 2).
+        across = LiarsAcrossRounds((assignment.num_workers - 1) // 2)
+        proven = set(across.observe(1, compared.conflicts()))
+        verdict = judge(compared, distrusted=frozenset(proven), outsiders="suspect")
+    else:
+        proven = set()
+        verdict = judge(compared, on_tie="majority", outsiders="flag")
     bad = sum(1 for f, w in verdict.accepted_from.items() if f in plan.get(w, frozenset()))
-    flagged = set(verdict.flagged)
+    flagged = set(verdict.flagged) | proven
     hits = len(flagged & adversaries)
     precision = hits / len(flagged) if flagged else 1.0
     recall = hits / len(adversaries) if adversaries else 1.0
     return bad / assignment.num_files, precision, recall
 
 
-def evaluate(qs: range, draws: int, on_tie: TiePolicy = "drop_disputed") -> list[Row]:
-    """Weak and strong rows of every scheme and q under one tie policy."""
+def evaluate(qs: range, draws: int, rule: Rule = "default") -> list[Row]:
+    """Weak and strong rows of every scheme and q under one decision rule."""
     rows = []
     for scheme in SCHEMES:
         assignment = make_assignment(scheme, K, R)
@@ -105,7 +123,7 @@ def evaluate(qs: range, draws: int, on_tie: TiePolicy = "drop_disputed") -> list
                     select_adversaries(assignment, q, mode="weak", seed=s),
                     "all",
                     s,
-                    on_tie,
+                    rule,
                 )
                 for s in range(draws)
             ]
@@ -120,12 +138,12 @@ def evaluate(qs: range, draws: int, on_tie: TiePolicy = "drop_disputed") -> list
                     *_mean(results),
                     strategy="all",
                     draws=draws,
-                    on_tie=on_tie,
+                    rule=rule,
                 )
             )
             adversaries = select_adversaries(assignment, q, mode="strong", seed=0)
             worst = max(
-                ((one_round(assignment, adversaries, s, 0, on_tie), s) for s in STRONG_STRATEGIES),
+                ((one_round(assignment, adversaries, s, 0, rule), s) for s in STRONG_STRATEGIES),
                 key=lambda item: (item[0][0], -item[0][2]),
             )
             rows.append(
@@ -139,7 +157,7 @@ def evaluate(qs: range, draws: int, on_tie: TiePolicy = "drop_disputed") -> list
                     *worst[0],
                     strategy=worst[1],
                     draws=1,
-                    on_tie=on_tie,
+                    rule=rule,
                 )
             )
     return rows
@@ -154,27 +172,33 @@ def markdown(rows: list[Row]) -> str:
     lines = [
         "# Distorted fraction by assignment scheme (K = 15, r = 3)",
         "",
-        "One round of replicas per case, decided by `phalanx.detection.detect` (exact digests).",
+        "One round of replicas per case (exact digests), decided as a run's first round: the",
+        "round's disputes recorded (`LiarsAcrossRounds`, default bound (K - 1) // 2) and",
+        "`phalanx.detection.judge` on them.",
         "*weak*: random adversaries, every adversary distorts every file (mean over draws).",
         "*strong*: omniscient adversaries owning the most file majorities; the worse of the",
         "`only_majorities` and `fixed_disagreement` strategies is shown.",
         "*published* is the worst case claimed in the literature (DETOX for groups, ByzShield",
         "for mols, Aspis for subsets; none is published for bibd at this size).",
-        "The columns are Phalanx's default for tied largest agreeing groups (disputed files are",
-        "dropped); *strong, majority on ties* decides those files by per-file majority instead,",
-        "as Aspis and ByzShield do.",
+        "The columns are Phalanx's defaults: a worker is flagged only when the round's disputes",
+        "prove it a liar (later rounds add evidence: see `robustness.md`), outsiders of the",
+        "largest agreeing group are suspects, and disputed files and files left to suspects are",
+        "dropped. *strong, Aspis rule* is `detection.across_rounds = false` with",
+        '`on_tie = "majority"`: every outsider of a unique largest group is flagged and tied',
+        "files go to their per-file majority; files left to suspects are still dropped, which",
+        "the published rules do not do.",
         "",
         "| scheme | q | weak: distorted | weak: precision | weak: recall "
         "| strong: distorted | strong: strategy | strong: precision | strong: recall "
-        "| strong, majority on ties: distorted | published |",
+        "| strong, Aspis rule: distorted | published |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    index = {(r.scheme, r.mode, r.q, r.on_tie): r for r in rows}
+    index = {(r.scheme, r.mode, r.q, r.rule): r for r in rows}
     for scheme in SCHEMES:
         for q in sorted({r.q for r in rows}):
-            w = index[(scheme, "weak", q, "drop_disputed")]
-            s = index[(scheme, "strong", q, "drop_disputed")]
-            m = index.get((scheme, "strong", q, "majority"))
+            w = index[(scheme, "weak", q, "default")]
+            s = index[(scheme, "strong", q, "default")]
+            m = index.get((scheme, "strong", q, "aspis"))
             pub = published(scheme, q)
             lines.append(
                 f"| {scheme} | {q} | {w.distorted_fraction:.3f} | {w.precision:.2f} "
@@ -192,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     draws = 5 if args.quick else 50
-    rows = evaluate(range(1, 8), draws) + evaluate(range(1, 8), draws, on_tie="majority")
+    rows = evaluate(range(1, 8), draws) + evaluate(range(1, 8), draws, rule="aspis")
     write_json(
         report_path(args.out, "distortion", ".json", quick=args.quick), [asdict(r) for r in rows]
     )
