@@ -73,7 +73,7 @@ def published(scheme: str, q: int) -> float | None:
 
 
 Rule = Literal["default", "aspis"]
-"""``default``: Phalanx's defaults; ``aspis``: ``across_rounds = false``, ``on_tie = "majority"``."""
+"""``default``: Phalanx's defaults; ``aspis``: ``across_rounds = false``, ``on_tie = majority``."""
 
 
 def one_round(
