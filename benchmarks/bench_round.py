@@ -243,7 +243,8 @@ def markdown(
         "the first round in which an honest worker is flagged the two global models are the "
         "same (up to the order of the float sums), then they drift apart. Flower's FedAvg also "
         "sums the replies in the order they arrive, so its final accuracy varies a little "
-        "from run to run; Phalanx aggregates files in a fixed order and repeats exactly.",
+        "from run to run; Phalanx aggregates files in a fixed order and repeats exactly on the "
+        "same CPU.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -7,7 +7,7 @@ beside the plain mean, same seed, same data, on Fashion-MNIST's MLP for 20 round
 the in-process transport: without attack, and under the colluders of issue 17's
 report (3 of them lie only where they hold a file's majority, updates reversed and
 scaled by 100). The table gives default minus mean in accuracy points, per seed and
-averaged; the runs are deterministic, so a re-run on the same torch build gives the
+averaged; the runs are deterministic, so a re-run on the same torch build and CPU gives the
 same figures.
 
 Writes ``benchmarks/results/default_rule.json`` and ``default_rule.md``

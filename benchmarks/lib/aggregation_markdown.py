@@ -240,8 +240,8 @@ def markdown(
         "for Phalanx's float64-accumulated Gram matrix) and can pick a different n - f-th "
         "neighbour when two candidates are almost equally far.",
         "- **Memory of Krum**: ByzFL's Krum returns a view of the chosen input row, so its peak "
-        "leaves out the output; Phalanx returns a copy (d floats), so that a kept aggregate "
-        "does not pin the whole (n, d) stack in memory.",
+        "leaves out the output; Phalanx's does too since 2026-11-29 (it returned a copy of d "
+        "floats before, which the rows measured before then include).",
         "",
     ]
     return "\n".join(lines)

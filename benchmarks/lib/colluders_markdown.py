@@ -183,10 +183,15 @@ def colluder_notes(
         "points), and the constant -100 cost `subsets` most under `fixed_disagreement` in the "
         "grid's committed strong rows. Each cell ran at the default bound of the proof "
         "across rounds "
-        f"(`detection.max_adversaries` unset: (K - 1) // 2 = {', '.join(map(str, default))}) "
-        f"and at the bound an operator defending against q_max = "
-        f"{', '.join(map(str, stated)) or '—'} colluders would state; the runs without attack "
-        "ran once, at the default bound (honest replicas agree: there is no dispute to count).",
+        f"(`detection.max_adversaries` unset: (K - 1) // 2 = {', '.join(map(str, default))})"
+        + (
+            f" and at the bound an operator defending against q_max = "
+            f"{', '.join(map(str, stated))} colluders would state"
+            if stated
+            else " only"
+        )
+        + "; the runs without attack ran once, at the default bound (honest replicas agree: "
+        "there is no dispute to count).",
         "",
         "**Columns.** *rounds until every adversary is flagged*: the first round by which "
         "every adversary has been flagged at least once, by any flag kind; *never* if not "
