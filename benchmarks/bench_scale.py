@@ -40,6 +40,7 @@ if not __package__:  # run as `python benchmarks/NAME.py`: import `benchmarks` f
 
 from benchmarks.lib.results import (
     RESULTS,
+    hosts,
     machine,
     read_json,
     report_path,
@@ -111,6 +112,7 @@ def run_fedavg_pairs(pairs: int, workers: int, rounds: int, settings: Settings) 
         rounds=rounds,
         runs=[dataclasses.asdict(m) for m in measurements],
         measured=_stamp(),
+        host=machine().cpu,
     )
     return result
 
@@ -151,10 +153,11 @@ def markdown(document: dict[str, Any], quick: bool) -> str:
         "",
         f"{'Quick run (`--quick`). ' if quick else ''}Each row is one recorded run (SQLite, "
         "checkpoints on disk, signed replies, detection on) in a process of its own, on "
-        f"{host['cores']} CPUs shared with other work ({host['cpu']}, torch "
-        f"{document['torch']}, flwr {document['flwr']}); the load average at the start and "
-        "the end of each run is in the table, and the column `measured` says which run a "
-        "row is from.",
+        f"{host['cores']} CPUs shared with other work (rows on "
+        f"{hosts(row.get('host') for row in document['rows'])}; torch "
+        f"{document['torch']}, flwr {document['flwr']} where the report was written); the "
+        "load average at the start and the end of each run is in the table, and the column "
+        "`measured` says which run a row is from.",
         "",
         f"Federation: Fashion-MNIST, the `{s['model']}` of `phalanx.nets`, "
         f"{s['samples_per_file']} samples per file (fewer where K files would not fit in "
@@ -246,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for case in cases(workers, args.transports, args.r):
         row = build_row(run_isolated(case, settings))
-        rows.append({**dataclasses.asdict(row), "measured": _stamp()})
+        rows.append({**dataclasses.asdict(row), "measured": _stamp(), "host": machine().cpu})
         sys.stderr.write(
             f"{case.transport} K={case.workers} r={case.r}: round {row.round_s:.2f} s, "
             f"training {row.training_s:.2f} s, startup {row.startup_s:.1f} s\n"

@@ -33,3 +33,13 @@ def test_the_committed_report_is_what_the_committed_json_renders(tmp_path: Path)
     shutil.copy(results.RESULTS / "scale.json", tmp_path / "scale.json")
     assert bench_scale.main(["--render-only", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "scale.md").read_bytes() == (results.RESULTS / "scale.md").read_bytes()
+
+
+def test_the_report_names_the_cpu_of_every_row_not_the_one_that_writes_it() -> None:
+    document = results.read_json(results.RESULTS / "scale.json")
+    document["rows"][0]["host"] = "AMD EPYC"
+    del document["rows"][1]["host"]
+    text = bench_scale.markdown(document, quick=False)
+    others = len(document["rows"]) - 2
+    assert f"(rows on Intel(R) Xeon(R) Processor ({others} runs), AMD EPYC (1 run), " in text
+    assert "not recorded (1 run);" in text
