@@ -136,45 +136,19 @@ def _seeds(cells_: Sequence[Cell]) -> str:
 def goals(rows: Sequence[Row]) -> list[str]:
     """The issue's goals, each with the figures that meet or miss it.
 
-    A cell that ran under several seeds counts by its mean over them.
+    A cell that ran under several seeds counts by its mean over them. The NNM goals
+    are the issue's at ``GOAL_ALPHA``, and read the same way at every other alpha with
+    NNM cells under attack (not goals, said so).
     """
     local = [r for r in rows if r.transport == IN_PROCESS and r.final_accuracy is not None]
     at = [r for r in local if r.alpha == GOAL_ALPHA]
-    acc = {(agg, attack, q): c for (_, agg, attack, q), c in cells(at).items()}
-    clean = {agg: c.mean for (agg, attack, q), c in acc.items() if q == 0}
-    out = []
-    attacked = {
-        (agg, attack): c
-        for (agg, attack, q), c in acc.items()
-        if q == GOAL_Q and agg.startswith("nnm + ") and agg in clean
-    }
-    plain = {
-        (agg, attack): c
-        for (agg, attack, q), c in acc.items()
-        if q == GOAL_Q and not agg.startswith("nnm + ")
-    }
-    if attacked:
-        (agg, attack), worst = max(attacked.items(), key=lambda kv: clean[kv[0][0]] - kv[1].mean)
-        drop = clean[agg] - worst.mean
-        met = "met" if drop <= GOAL_POINTS else "missed"
-        out.append(
-            f"- NNM at alpha {GOAL_ALPHA:g}, q = {GOAL_Q}: every attack within "
-            f"{100 * GOAL_POINTS:.0f} points of the rule without attack: {met} (largest drop "
-            f"{100 * drop:.1f} points, {agg} under {attack}; "
-            f"{_seeds(list(attacked.values()))})."
+    out = _nnm_goals(at, f"- NNM at alpha {GOAL_ALPHA:g}, q = {GOAL_Q}")
+    others = sorted({r.alpha for r in local if r.alpha not in (None, GOAL_ALPHA)})
+    for alpha in others:
+        out += _nnm_goals(
+            [r for r in local if r.alpha == alpha],
+            f"- The same at alpha {alpha:g} (read, not a goal), q = {GOAL_Q}",
         )
-        behind = [
-            (agg, attack)
-            for (agg, attack), c in attacked.items()
-            if any(p.mean >= c.mean for (_, a), p in plain.items() if a == attack)
-        ]
-        out.append(
-            f"- ... and ahead of every rule without NNM under the same attack: "
-            f"{'met' if not behind else 'missed'}"
-            + ("" if not behind else f" ({len(behind)} of {len(attacked)} cells are not)")
-            + "."
-        )
-        out += _strongest(attacked, plain)
     screened = [r for r in at if r.q == 0 and r.honest_flagged is not None]
     if screened:
         rate = sum(r.honest_flagged or 0.0 for r in screened) / len(screened)
@@ -190,6 +164,41 @@ def goals(rows: Sequence[Row]) -> list[str]:
             f"over {len(gaps)} runs (per rule below)."
         )
     return out
+
+
+def _nnm_goals(at: Sequence[Row], lead: str) -> list[str]:
+    """NNM after attack against the same rule without it, and against every rule without NNM."""
+    acc = {(agg, attack, q): c for (_, agg, attack, q), c in cells(at).items()}
+    clean = {agg: c.mean for (agg, attack, q), c in acc.items() if q == 0}
+    attacked = {
+        (agg, attack): c
+        for (agg, attack, q), c in acc.items()
+        if q == GOAL_Q and agg.startswith("nnm + ") and agg in clean
+    }
+    plain = {
+        (agg, attack): c
+        for (agg, attack, q), c in acc.items()
+        if q == GOAL_Q and not agg.startswith("nnm + ")
+    }
+    if not attacked:
+        return []
+    (agg, attack), worst = max(attacked.items(), key=lambda kv: clean[kv[0][0]] - kv[1].mean)
+    drop = clean[agg] - worst.mean
+    met = "met" if drop <= GOAL_POINTS else "missed"
+    behind = [
+        (agg, attack)
+        for (agg, attack), c in attacked.items()
+        if any(p.mean >= c.mean for (_, a), p in plain.items() if a == attack)
+    ]
+    return [
+        f"{lead}: every attack within {100 * GOAL_POINTS:.0f} points of the rule without "
+        f"attack: {met} (largest drop {100 * drop:.1f} points, {agg} under {attack}; "
+        f"{_seeds(list(attacked.values()))}).",
+        "- ... and ahead of every rule without NNM under the same attack: "
+        + ("met" if not behind else f"missed ({len(behind)} of {len(attacked)} cells are not)")
+        + ".",
+        *_strongest(attacked, plain),
+    ]
 
 
 def _strongest(

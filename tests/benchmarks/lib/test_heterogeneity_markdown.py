@@ -99,3 +99,23 @@ def test_a_cell_of_several_seeds_counts_by_its_mean_and_shows_its_range() -> Non
 def test_a_cell_whose_runs_all_failed_says_so() -> None:
     rows = [row("median", "none", 0, 0.8), row("median", "alie", 4, None, error="boom")]
     assert "| median | 80.0 | failed |" in markdown(rows, [])
+
+
+def test_other_alphas_are_read_the_same_way_and_said_to_be_no_goal() -> None:
+    rows = [
+        row("nnm + median", "none", 0, 0.80),
+        row("nnm + median", "alie", 4, 0.77),
+        row("median", "alie", 4, 0.60),
+        row("nnm + median", "none", 0, 0.70, alpha=0.1),
+        row("nnm + median", "sign_flip", 4, 0.60, alpha=0.1),
+        row("mean", "sign_flip", 4, 0.40, alpha=0.1),
+    ]
+    lines = goals(rows)
+    assert lines[0].startswith("- NNM at alpha 0.3, q = 4: every attack within 5 points")
+    at_01 = [x for x in lines if "alpha 0.1" in x]
+    assert at_01 == [
+        "- The same at alpha 0.1 (read, not a goal), q = 4: every attack within 5 points of "
+        "the rule without attack: missed (largest drop 10.0 points, nnm + median under "
+        "sign_flip; one seed)."
+    ]
+    assert lines[4] == "- ... and ahead of every rule without NNM under the same attack: met."
