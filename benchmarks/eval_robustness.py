@@ -30,7 +30,12 @@ The cells the strong-attack goal compares (``subsets`` and the plain r = 1
 median, without attack and under the strong attack at the largest q) also run
 for longer (``--long-rounds``, 80 by default): at 20 rounds every model is still
 far from trained, and an attack that only slows training shows little there.
-``--long-only`` runs just those and merges them into the existing results.
+``--long-only`` runs just those and merges them into the existing results;
+``--grid-only`` runs the grid's rows alone (with ``--schemes``, those defences'),
+merging each into the stored results as it finishes, and with ``--missing-only``
+only the cases that have no row measured with the current detection rule (each
+row says its rule: ``detection``). To measure the r = 3 rows again with the rule
+across rounds: ``--grid-only --missing-only --schemes groups,mols,subsets --jobs 2``.
 
 The colluders' rows (issue 17, ``benchmarks/lib/colluders_*.py``) run the
 colluding strategies ``only_majorities`` and ``fixed_disagreement`` with
@@ -100,6 +105,7 @@ from benchmarks.lib.robustness_grid import (
     ATTACKS,
     DEFENCES,
     FLOWER,
+    IN_PROCESS,
     MODES,
     QS,
     Settings,
@@ -109,7 +115,15 @@ from benchmarks.lib.robustness_grid import (
     long_runs,
 )
 from benchmarks.lib.robustness_markdown import describe, log_row, markdown
-from benchmarks.lib.robustness_runs import grid_rounds, merge, run_case, run_grid
+from benchmarks.lib.robustness_runs import (
+    Row,
+    grid_case_key,
+    grid_rounds,
+    merge,
+    run_case,
+    run_grid,
+)
+from benchmarks.lib.robustness_runs import case_key as grid_row_key
 
 
 def _whole_numbers(text: str) -> tuple[int, ...]:
@@ -158,9 +172,17 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the colluders' rows and merge them into robustness.json",
     )
     parser.add_argument(
+        "--grid-only",
+        action="store_true",
+        help="run only the grid's rows (with --schemes, of those defences) and merge them into "
+        "robustness.json, each as it finishes",
+    )
+    parser.add_argument(
         "--missing-only",
         action="store_true",
-        help="with --colluders, run only the runs without a stored row (a stopped grid goes on)",
+        help="with --colluders, run only the runs without a stored row; with --grid-only, only "
+        "the cases without a row measured with the current detection rule (a stopped grid "
+        "goes on)",
     )
     parser.add_argument(
         "--colluder-qs",
@@ -226,6 +248,25 @@ def main(argv: list[str] | None = None) -> int:
             rows = merge(rows, run_grid(longer, settings, args.jobs, log_row))
             write_json(results, join_rows(rows, colluders))
         wall = colluder_wall = None
+    elif args.grid_only:
+        rows, colluders = split_rows(read_json(results)) if results.exists() else ([], [])
+        todo = [*cases, *longer]
+        if args.missing_only:
+            current = {(*grid_row_key(r), r.transport) for r in rows if r.detection is not None}
+            todo = [c for c in todo if (*grid_case_key(c, settings), IN_PROCESS) not in current]
+            twins = [c for c in twins if (*grid_case_key(c, settings), FLOWER) not in current]
+
+        def store(row: Row) -> None:
+            # Each finished run is stored at once, so a stopped grid loses only its runs in flight.
+            nonlocal rows
+            log_row(row)
+            rows = merge(rows, [row])
+            write_json(results, join_rows(rows, colluders))
+
+        run_grid(todo, settings, args.jobs, store)
+        for case in [] if args.no_flower else twins:
+            store(run_case(case, settings, FLOWER))
+        wall = colluder_wall = None
     elif args.colluders:
         rows, colluders = split_rows(read_json(results)) if results.exists() else ([], [])
         if args.missing_only:
@@ -259,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     host, torch_version = machine(), version("torch")
     text = f"{TITLE}\n"
     if rows:
-        if args.report_only or args.long_only or args.colluders:
+        if args.report_only or args.long_only or args.colluders or args.grid_only:
             settings = dataclasses.replace(settings, rounds=grid_rounds(rows))
         notes = describe(
             settings,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Sequence
 
 from benchmarks.lib.results import Machine, Wall
@@ -118,6 +119,19 @@ def _long_table(rows: Sequence[Row], main: int, q: int) -> list[str]:
     return lines
 
 
+def _detection_sentence(rows: Sequence[Row]) -> str:
+    """Which detection rule the rows were measured with: the grid was not all run at once."""
+    counts = Counter(r.detection or "before" for r in rows)
+    parts = {
+        "across_rounds": "with the current default (proofs across rounds, outsiders suspected)",
+        "per_round": "with `detection.across_rounds = false`",
+        "before": "before detection kept evidence across rounds (outsiders of a unique largest "
+        "agreeing group flagged, the Aspis rule)",
+    }
+    said = [f"{n} measured {parts[k]}" for k, n in counts.most_common()]
+    return f"Of these rows, {'; '.join(said)}."
+
+
 def describe(
     settings: Settings,
     rows: Sequence[Row],
@@ -160,7 +174,8 @@ def describe(
             "how many ran at once)"
         )
         + f" on {host.cores} cores shared with other work; torch "
-        f"{torch_version} on one thread per process, {host.architecture}.",
+        f"{torch_version} on one thread per process, {host.architecture}. "
+        + _detection_sentence(rows),
         "",
         f"**Settings.** The `{settings.model}` of `phalanx.nets` (the CNN costs 3 to 6 times "
         "more per file update, too much for the 455-file Aspis runs of this grid on two "

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from benchmarks.lib.case_pool import run_cases
 from benchmarks.lib.inprocess_sharing import ReportSink, SharedUpdates, SharingWorker
+from benchmarks.lib.results import machine
 from benchmarks.lib.robustness_grid import IN_PROCESS, SEED, Case, Settings
 from phalanx.attacks import ALittleIsEnough, Attack, AttackContext, distortion_plan
 from phalanx.config import RunConfig
@@ -147,6 +148,17 @@ class Row:
     error: str | None = None
     note: str | None = None
     seed: int = SEED
+    detection: str | None = None
+    """The detection rule the run had: ``across_rounds`` (proofs across rounds, outsiders
+    suspected) or ``per_round`` (``detection.across_rounds = false``); ``None`` for rows
+    measured before the field, all of them with the per-round rule."""
+    host: str | None = None
+    """The CPU the run ran on; ``None`` where no record says."""
+
+
+def detection_rule(config: RunConfig) -> str:
+    """How a row names its config's detection rule (see `Row.detection`)."""
+    return "across_rounds" if config.detection.across_rounds else "per_round"
 
 
 def run_case(case: Case, settings: Settings, transport: str) -> Row:
@@ -168,6 +180,8 @@ def run_case(case: Case, settings: Settings, transport: str) -> Row:
         "samples_per_file": case.defence.samples_per_file,
         "adversaries": sorted(adversaries(config)),
         "seed": case.seed,
+        "detection": detection_rule(config),
+        "host": machine().cpu,
     }
     try:
         if transport == IN_PROCESS:
@@ -226,6 +240,12 @@ def run_grid(
 def case_key(row: Row) -> tuple[str, str, str, int, int, int]:
     """What identifies a row's case across transports: defence, attack, mode, q, seed, rounds."""
     return (row.defence, row.attack, row.mode, row.q, row.seed, row.rounds)
+
+
+def grid_case_key(case: Case, settings: Settings) -> tuple[str, str, str, int, int, int]:
+    """The :func:`case_key` of the row ``case`` gives."""
+    rounds = case.rounds or settings.rounds
+    return (case.defence.name, case.attack, case.mode, case.q, case.seed, rounds)
 
 
 def grid_rounds(rows: Sequence[Row]) -> int:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from benchmarks import eval_robustness
+from benchmarks.lib import results
 from benchmarks.lib.colluders_grid import ColluderCase
-from benchmarks.lib.colluders_runs import ColluderRow
+from benchmarks.lib.colluders_runs import ColluderRow, join_rows, split_rows
+from benchmarks.lib.robustness_grid import Case, Settings
+from benchmarks.lib.robustness_runs import Row
 
 
 def _chosen(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> list[ColluderCase]:
@@ -59,3 +63,35 @@ def test_colluder_qs_that_are_not_counts_of_colluders_are_refused_in_words(
 ) -> None:
     with pytest.raises(SystemExit, match="--colluder-qs"):
         eval_robustness.main(["--colluders", "--colluder-qs", qs, "--out", str(tmp_path)])
+
+
+def test_the_grid_alone_runs_again_only_what_the_current_rule_has_not_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grid, colluders = split_rows(results.read_json(results.RESULTS / "robustness.json"))
+    mols = [r for r in grid if r.scheme == "mols" and r.seed == 2026 and r.rounds == 20]
+    done = dataclasses.replace(mols[0], detection="across_rounds")
+    stored = [done, *mols[1:3]]
+    results.write_json(tmp_path / "robustness.json", join_rows(stored, colluders[:2]))
+    seen: list[Case] = []
+
+    def recording_run_grid(
+        cases: Sequence[Case], settings: Settings, jobs: int, log: Callable[[Row], None]
+    ) -> list[Row]:
+        seen.extend(cases)
+        remeasured = dataclasses.replace(mols[1], final_accuracy=0.5, detection="across_rounds")
+        log(remeasured)
+        return [remeasured]
+
+    monkeypatch.setattr(eval_robustness, "run_grid", recording_run_grid)
+    argv = ["--grid-only", "--missing-only", "--schemes", "mols", "--no-flower"]
+    argv += ["--extra-seeds", "", "--long-rounds", "0", "--out", str(tmp_path)]
+    assert eval_robustness.main(argv) == 0
+
+    keys = {(c.defence.name, c.attack, c.mode, c.q) for c in seen}
+    assert (done.defence, done.attack, done.mode, done.q) not in keys
+    assert (mols[1].defence, mols[1].attack, mols[1].mode, mols[1].q) in keys
+    assert {c.defence.scheme for c in seen} == {"mols"}
+    after, kept = split_rows(results.read_json(tmp_path / "robustness.json"))
+    assert [r.final_accuracy for r in after] == [done.final_accuracy, 0.5, mols[2].final_accuracy]
+    assert kept == colluders[:2]
