@@ -34,6 +34,7 @@ from benchmarks.lib import compression_grid, compression_runs, robustness_grid, 
 from benchmarks.lib.pairwise_screening import Score, ScreeningTap, counts
 from benchmarks.lib.results import (
     RESULTS,
+    hosts,
     machine,
     read_json,
     report_path,
@@ -89,6 +90,7 @@ def run_robustness(case: robustness_grid.Case, driver: Score, rounds: int) -> di
         "run_recall": row.recall,
         "error": row.error,
         "seconds": row.seconds,
+        "host": machine().cpu,
         **compared(tap, truth),
     }
 
@@ -117,6 +119,7 @@ def run_compression(method: compression_grid.Method, driver: Score, rounds: int)
         "run_recall": None,
         "error": row.error,
         "seconds": row.seconds,
+        "host": machine().cpu,
         **compared(tap, truth),
     }
 
@@ -161,8 +164,8 @@ def markdown(rows: list[dict[str, Any]], minutes: float, quick: bool) -> str:
         "# r = 1 outlier screening: nearest-neighbour score (old) against distance to the "
         "coordinate-wise median (new)",
         "",
-        f"{'Quick run' if quick else 'Full run'}: {minutes:.1f} minutes on {host.cpu} "
-        f"({host.cores} cores), torch {version('torch')}.",
+        f"{'Quick run' if quick else 'Full run'}: {minutes:.1f} minutes; rows on "
+        f"{hosts(r.get('host') for r in rows)}, {host.cores} cores, torch {version('torch')}.",
         "",
         "**What is compared.** Every r = 1 row of the committed grids that screens: the "
         "robustness grid's `r=1 median + screening` (Fashion-MNIST MLP, K = 15, z-score 3.5, "
