@@ -20,7 +20,7 @@ import typer
 from phalanx.flower.deployment.ports import DEFAULT_RUNTIME_PORT
 from phalanx_cli.deploy import RootCertificates, SuperLinkAddress, exec_flower
 from phalanx_cli.errors import FailedError, RefusedError
-from phalanx_cli.output import Format, FormatOption, console, print_json
+from phalanx_cli.output import Format, FormatOption, console, print_json, say
 
 client_app = typer.Typer(
     help="This machine as a Phalanx client: its key pair, its registration, its SuperNode.",
@@ -50,7 +50,7 @@ def client_keygen(
         files = create_key_files(out, curve.value, overwrite=force)
     except FileExistsError as exc:
         raise RefusedError(f"{exc.filename} exists; pass --force to overwrite it") from exc
-    console.print(f"private key {files.private_key} (mode 0600), public key {files.public_key}")
+    say(f"private key {files.private_key} (mode 0600), public key {files.public_key}")
     sys.stdout.write(files.fingerprint + "\n")
 
 

@@ -14,9 +14,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from phalanx_cli.inputs import migrated_sessions
-from phalanx_cli.output import Format, FormatOption, console, print_json
+from phalanx_cli.output import Format, FormatOption, console, print_json, say
 
 keys_app = typer.Typer(help="Operator API keys.", no_args_is_help=True)
 
@@ -75,7 +76,8 @@ def keys_create(
         print_json({**record, "secret": created.secret})
         return
     console.print(
-        f"created {record['role']} key [bold]{record['name']}[/bold] ({record['id']}); "
+        f"created {record['role']} key [bold]{escape(record['name'])}[/bold] "
+        f"({escape(record['id'])}); "
         "its secret follows and is not shown again:"
     )
     sys.stdout.write(created.secret + "\n")
@@ -111,7 +113,7 @@ def keys_list(
     for column in ("id", "name", "role", "prefix", "last used", "revoked"):
         table.add_column(column)
     for row in rows:
-        table.add_row(
+        cells = (
             row["id"],
             row["name"],
             row["role"],
@@ -119,6 +121,7 @@ def keys_list(
             row["last_used_at"] or "never",
             row["revoked_at"] or "",
         )
+        table.add_row(*(escape(str(c)) for c in cells))
     Console().print(table)
 
 
@@ -135,6 +138,6 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's id.")]) ->
             )
             name = key.name
     except NotFoundError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(1) from exc
-    console.print(f"revoked key {name} ({key_id})")
+    say(f"revoked key {name} ({key_id})")

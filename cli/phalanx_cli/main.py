@@ -33,7 +33,7 @@ from phalanx_cli.demo import demo
 from phalanx_cli.deploy import deploy_app
 from phalanx_cli.errors import DEBUG_ENV, ReportingGroup
 from phalanx_cli.keys import keys_app
-from phalanx_cli.output import console
+from phalanx_cli.output import say
 from phalanx_cli.runs import coordinator, run
 from phalanx_cli.serve import serve
 
@@ -109,7 +109,7 @@ def db_upgrade(
 
     url = get_settings().resolved_database_url
     migrate.upgrade(url, revision)
-    console.print(f"database at {migrate.current_revision(url)}")
+    say(f"database at {migrate.current_revision(url)}")
 
 
 if __name__ == "__main__":

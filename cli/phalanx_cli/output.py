@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -139,7 +140,7 @@ def print_summary(summary: RunSummary, output: Format) -> None:
     if output == Format.JSON:
         print_json(summary.to_dict())
         return
-    table = Table(title=f"Run {summary.run_id}")
+    table = Table(title=f"Run {escape(summary.run_id)}")
     table.add_column("measure")
     table.add_column("value")
     rows = {
@@ -154,7 +155,7 @@ def print_summary(summary: RunSummary, output: Format) -> None:
         "model digest": summary.model_digest[:16],
     }
     for key, value in rows.items():
-        table.add_row(key, value)
+        table.add_row(key, escape(value))
     Console().print(table)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from phalanx_cli.errors import RefusedError
 from phalanx_cli.inputs import (
@@ -61,7 +62,9 @@ def simulate(
         else:
             run_id = resume
             take_over(sessions, run_id, claimer)
-        console.print(f"run [bold]{run_id}[/bold]: {config.name}, {config.rounds} rounds")
+        console.print(
+            f"run [bold]{escape(run_id)}[/bold]: {escape(config.name)}, {config.rounds} rounds"
+        )
         try:
             with round_progress(config, output) as (_, on_round):
                 return execute(

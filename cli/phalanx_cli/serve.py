@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from phalanx_cli.output import console
+from phalanx_cli.output import say
 
 
 class LogLevel(StrEnum):
@@ -48,7 +48,7 @@ def serve(
     app = create_app(settings)
     bind_host = host or settings.api_host
     bind_port = port if port is not None else settings.api_port
-    console.print(f"Phalanx API on http://{bind_host}:{bind_port} (docs at /docs)")
+    say(f"Phalanx API on http://{bind_host}:{bind_port} (docs at /docs)")
     if workers > 1:
         # Several processes need an import string; each builds its app from the environment.
         uvicorn.run(

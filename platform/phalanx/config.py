@@ -595,25 +595,39 @@ class RunConfig(_Section):
             )
 
 
+MAX_CONFIG_BYTES = 1_000_000
+"""Largest run config file read: the biggest real one is a few kB (device traces are
+files of their own), and a hostile one could otherwise be a device or gigabytes."""
+
+
 def load_run_config(path: Path) -> RunConfig:
     """Read a run configuration from a TOML or JSON file.
 
     Raises
     ------
+    FileNotFoundError
+        When nothing is at ``path``.
     ValueError
-        When the file is neither TOML nor JSON, cannot be parsed (or is nested too
-        deeply to parse), or holds an invalid configuration (pydantic's
-        ``ValidationError`` names the field).
+        When the file is neither TOML nor JSON (by its suffix), is not a regular file
+        (a directory, a device, a FIFO), is larger than `MAX_CONFIG_BYTES`, cannot be
+        parsed (or is nested too deeply to parse), or holds an invalid configuration
+        (pydantic's ``ValidationError`` names the field).
     """
-    text = path.read_text(encoding="utf-8")
+    if path.suffix not in (".toml", ".json"):
+        raise ValueError("run configs are .toml or .json files")
+    if not path.exists():
+        raise FileNotFoundError("no such file")
+    if not path.is_file():  # a device (/dev/zero) or a FIFO would be read for ever
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise ValueError(f"{kind}: a run config is a .toml or .json file")
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ValueError(f"larger than {MAX_CONFIG_BYTES:,} bytes: not a run config")
+    text = raw.decode("utf-8")
     data: dict[str, Any]
     try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ValueError(f"{path}: run configs are .toml or .json files")
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except RecursionError:  # the parsers recurse once per level of nesting
         raise ValueError("nested too deeply to be a run config") from None
     return RunConfig.model_validate(data)

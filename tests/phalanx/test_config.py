@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import typing
 from collections.abc import Callable
@@ -14,7 +15,14 @@ from phalanx.aggregation import AGGREGATORS, PRE_AGGREGATORS
 from phalanx.attacks import ATTACKS
 from phalanx.codec import CodecConfig, Predictor
 from phalanx.codec.config import CODEC_ONLY
-from phalanx.config import ATTACK_NAMES, PreRule, Rule, RunConfig, load_run_config
+from phalanx.config import (
+    ATTACK_NAMES,
+    MAX_CONFIG_BYTES,
+    PreRule,
+    Rule,
+    RunConfig,
+    load_run_config,
+)
 from phalanx_cli.main import app
 from tests.support.plugin_files import SHRINK, STRICT, TOUCH_ON_IMPORT, PluginFiles
 
@@ -49,6 +57,31 @@ def test_json_and_toml_configs_are_the_same_model(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_text(config.model_dump_json())
     assert load_run_config(path) == config
+
+
+def test_a_config_path_that_is_no_regular_file_is_refused_before_any_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "blocks.toml"
+    os.mkfifo(fifo)  # reading it would wait for a writer for ever
+    zero = tmp_path / "endless.toml"
+    zero.symlink_to("/dev/zero")  # reading it would fill the memory
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    for path, words in ((fifo, "not a regular file"), (zero, "not a regular file")):
+        with pytest.raises(ValueError, match=words):
+            load_run_config(path)
+    with pytest.raises(ValueError, match="a directory"):
+        load_run_config(folder)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_run_config(tmp_path / "missing.toml")
+    with pytest.raises(ValueError, match=r"run configs are \.toml or \.json files"):
+        load_run_config(Path("/dev/zero"))
+
+
+def test_a_config_file_larger_than_any_run_config_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ValueError, match="larger than 1,000,000 bytes: not a run config"):
+        load_run_config(big)
 
 
 def _error(data: dict[str, object]) -> str:

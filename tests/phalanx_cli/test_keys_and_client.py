@@ -86,6 +86,24 @@ def test_keys_revoke_revokes_and_reports_an_unknown_id(env: dict[str, str]) -> N
     assert unknown.exit_code == 1
 
 
+def test_key_names_that_look_like_markup_are_printed_as_given(env: dict[str, str]) -> None:
+    # Rich markup in a name once crashed create after the key was stored, its secret unshown.
+    created = runner.invoke(keys_app, ["create", "--name", "[/foo]"])
+    assert created.exit_code == 0, created.output
+    assert "key [/foo]" in created.output
+    secret = created.stdout.strip().splitlines()[-1]
+    assert len(secret) > 20 and "[" not in secret
+    listed = runner.invoke(keys_app, ["list"])
+    assert listed.exit_code == 0, listed.output
+    assert "[/foo]" in listed.output
+    (key,) = json.loads(runner.invoke(keys_app, ["list", "--format", "json"]).stdout)
+    revoked = runner.invoke(keys_app, ["revoke", key["id"]])
+    assert revoked.exit_code == 0, revoked.output
+    assert f"revoked key [/foo] ({key['id']})" in revoked.output
+    unknown = runner.invoke(keys_app, ["revoke", "[/x]"])
+    assert unknown.exit_code == 1 and "[/x]" in unknown.output
+
+
 def test_keys_create_refuses_an_unknown_role(env: dict[str, str]) -> None:
     result = runner.invoke(keys_app, ["create", "--role", "root"])
     assert result.exit_code != 0
