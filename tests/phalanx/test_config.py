@@ -80,7 +80,7 @@ def test_a_config_path_that_is_no_regular_file_is_refused_before_any_read(tmp_pa
 def test_a_config_file_larger_than_any_run_config_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "big.toml"
     big.write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
-    with pytest.raises(ValueError, match="larger than 1,000,000 bytes: not a run config"):
+    with pytest.raises(ValueError, match="larger than 65,536 bytes: not a run config"):
         load_run_config(big)
 
 
