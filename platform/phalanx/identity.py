@@ -259,9 +259,22 @@ def load_private_key_file(path: StrPath, password: bytes | None = None) -> Priva
     Raises
     ------
     IdentityError
-        As :func:`load_private_key`; ``OSError`` if the file cannot be read.
+        As :func:`load_private_key`, and when ``path`` is not a regular file (a device or
+        a FIFO would be read for ever) or is larger than any key (`MAX_KEY_FILE_BYTES`);
+        ``OSError`` if the file cannot be read.
     """
-    return load_private_key(Path(path).read_bytes(), password)
+    file = Path(path)
+    if file.exists() and not file.is_file():
+        raise IdentityError(f"{file} is not a regular file, so not a key file")
+    with file.open("rb") as handle:
+        raw = handle.read(MAX_KEY_FILE_BYTES + 1)
+    if len(raw) > MAX_KEY_FILE_BYTES:
+        raise IdentityError(f"{file} is larger than {MAX_KEY_FILE_BYTES:,} bytes: not a key file")
+    return load_private_key(raw, password)
+
+
+MAX_KEY_FILE_BYTES = 65_536
+"""Largest key file read: an EC or Ed25519 key in PEM or OpenSSH form is under 1 kB."""
 
 
 def _key_bytes(data: bytes | str) -> bytes:

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from phalanx.identity import (
+    MAX_KEY_FILE_BYTES,
     MIN_CHALLENGE_BYTES,
     REPLY_DOMAIN,
     Curve,
@@ -305,6 +306,20 @@ def test_save_private_key_writes_openssh_readable_by_owner_only(
     assert path.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
     assert same_private(load_private_key_file(path), key)
     assert same_private(load_private_key_file(str(path)), key)
+
+
+def test_a_key_path_that_is_a_device_a_fifo_or_huge_is_refused_unread(tmp_path: Path) -> None:
+    zero = tmp_path / "zero.key"
+    zero.symlink_to("/dev/zero")  # read whole, it would fill the memory
+    fifo = tmp_path / "fifo.key"
+    os.mkfifo(fifo)  # read, it would wait for a writer for ever
+    for path in (zero, fifo):
+        with pytest.raises(IdentityError, match="not a regular file"):
+            load_private_key_file(path)
+    big = tmp_path / "big.key"
+    big.write_bytes(b"x" * (MAX_KEY_FILE_BYTES + 1))
+    with pytest.raises(IdentityError, match="larger than 65,536 bytes"):
+        load_private_key_file(big)
 
 
 def test_save_private_key_refuses_to_replace_an_existing_key(
