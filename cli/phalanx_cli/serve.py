@@ -26,7 +26,8 @@ def serve(
         str | None, typer.Option(help="Address to bind; default PHALANX_API_HOST.")
     ] = None,
     port: Annotated[
-        int | None, typer.Option(help="Port to bind; default PHALANX_API_PORT.")
+        int | None,
+        typer.Option(min=1, max=65535, help="Port to bind; default PHALANX_API_PORT."),
     ] = None,
     log_level: Annotated[
         LogLevel,

@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     )
     secret_key: str = Field(default="", description="Signs dashboard session cookies.")
     api_host: str = "127.0.0.1"
-    api_port: int = 8080
+    api_port: int = Field(default=8080, ge=1, le=65535, description="Port the API binds.")
     attack_plugins: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
         description="Attack classes this host allows a run config to name, as a comma-separated "
