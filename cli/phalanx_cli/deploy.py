@@ -9,6 +9,7 @@ checks. A client's SuperNode is ``phalanx client start``
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -127,11 +128,15 @@ def probe_alive(
     max_age: Annotated[float, typer.Option(help="Seconds since the last touch.")] = 120.0,
 ) -> None:
     """Exit 0 when PATH was touched within --max-age seconds."""
+    if not math.isfinite(max_age) or max_age <= 0:
+        raise typer.BadParameter(
+            f"takes a positive number of seconds, not {max_age}", param_hint="--max-age"
+        )
     try:
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
         raise typer.Exit(1) from None
-    if age > max_age:
+    if not age <= max_age:  # written so that no NaN can pass for fresh
         raise typer.Exit(1)
 
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from phalanx.flower.deployment.processes import free_port
@@ -24,6 +25,16 @@ def test_certs_makes_a_certificate_for_the_public_name_and_keeps_the_ca(tmp_path
     assert (first.exit_code, again.exit_code) == (0, 0)
     assert (tmp_path / "ca.pem").read_bytes() == ca
     assert "ca.pem" in first.output
+
+
+@pytest.mark.parametrize("max_age", ["nan", "inf", "0", "-5"])
+def test_probe_alive_refuses_a_max_age_that_is_no_positive_number(
+    tmp_path: Path, max_age: str
+) -> None:
+    alive = tmp_path / "alive"
+    alive.touch()  # fresh: a NaN bound once let any file pass for fresh
+    result = runner.invoke(deploy_app, ["probe-alive", str(alive), "--max-age", max_age])
+    assert result.exit_code == 2 and "--max-age" in result.output
 
 
 def test_probe_alive_fails_for_a_missing_or_stale_file(tmp_path: Path) -> None:
