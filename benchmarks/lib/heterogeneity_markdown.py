@@ -190,13 +190,20 @@ def _nnm_goals(at: Sequence[Row], lead: str) -> list[str]:
         for (agg, attack), c in attacked.items()
         if any(p.mean >= c.mean for (_, a), p in plain.items() if a == attack)
     ]
+    rules = {d for d, _ in plain}
+    unmatched = sum(1 for _, attack in attacked for d in rules if (d, attack) not in plain)
+    short = f"{unmatched} comparisons lack a cell without NNM" if unmatched else ""
+    if behind:
+        ahead = f"missed ({len(behind)} of {len(attacked)} cells are not" + (
+            f"; {short})" if short else ")"
+        )
+    else:
+        ahead = f"not read yet ({short})" if short else "met"
     return [
         f"{lead}: every attack within {100 * GOAL_POINTS:.0f} points of the rule without "
         f"attack: {met} (largest drop {100 * drop:.1f} points, {agg} under {attack}; "
         f"{_seeds(list(attacked.values()))}).",
-        "- ... and ahead of every rule without NNM under the same attack: "
-        + ("met" if not behind else f"missed ({len(behind)} of {len(attacked)} cells are not)")
-        + ".",
+        f"- ... and ahead of every rule without NNM under the same attack: {ahead}.",
         *_strongest(attacked, plain),
     ]
 
@@ -207,6 +214,18 @@ def _strongest(
     """Each defence under the attack that costs it most, after NNM against without it."""
     if not plain:
         return []
+    attacks = {a for _, a in [*attacked, *plain]}
+    defences = {d for d, _ in [*attacked, *plain]}
+    have = set(attacked) | set(plain)
+    lacking = {d: sorted(attacks - {a for x, a in have if x == d}) for d in sorted(defences)}
+    lacking = {d: a for d, a in lacking.items() if a}
+    if lacking:
+        return [
+            f"- ... read per defence under its strongest attack (q = {GOAL_Q}): not read yet, "
+            "cells missing: "
+            + "; ".join(f"{d} under {', '.join(a)}" for d, a in lacking.items())
+            + "."
+        ]
     lowest: dict[str, float] = {}
     for (agg, _), c in [*attacked.items(), *plain.items()]:
         lowest[agg] = min(lowest.get(agg, 1.0), c.mean)

@@ -119,3 +119,15 @@ def test_other_alphas_are_read_the_same_way_and_said_to_be_no_goal() -> None:
         "sign_flip; one seed)."
     ]
     assert lines[4] == "- ... and ahead of every rule without NNM under the same attack: met."
+
+
+def test_a_reading_with_cells_missing_says_so_instead_of_met_or_missed() -> None:
+    rows = [
+        row("nnm + median", "none", 0, 0.80),
+        row("nnm + median", "alie", 4, 0.77),
+        row("nnm + median", "ipm", 4, 0.78),
+        row("median", "alie", 4, 0.60),
+    ]
+    (_, ahead, strongest, _) = goals(rows)
+    assert ahead.endswith("not read yet (1 comparisons lack a cell without NNM).")
+    assert strongest.endswith("not read yet, cells missing: median under ipm.")
