@@ -77,6 +77,13 @@ def test_a_config_path_that_is_no_regular_file_is_refused_before_any_read(tmp_pa
         load_run_config(Path("/dev/zero"))
 
 
+def test_a_config_file_that_is_not_utf8_text_is_refused_in_words(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\xff\xfe\x00name = 1\n")
+    with pytest.raises(ValueError, match="can't decode"):
+        load_run_config(binary)
+
+
 def test_a_config_file_larger_than_any_run_config_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "big.toml"
     big.write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
