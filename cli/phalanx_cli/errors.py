@@ -4,7 +4,8 @@ Any exception that escapes a ``phalanx`` command is printed as one line,
 ``error: <cause>``, on stderr, and the command exits non-zero: 2 when its input
 was refused before anything started (:class:`RefusedError`: a bad config, bad or
 missing data; and invalid stored configs), 1 for everything else (a run that
-failed, an unreachable database, our own bugs). ``phalanx --debug`` (or
+failed, an unreachable database, our own bugs). Ctrl-C ends a command with
+``interrupted`` (a run says where it stopped) and status 130. ``phalanx --debug`` (or
 ``PHALANX_DEBUG=1``) lets the exception through, so its traceback is shown.
 Click's usage errors (a missing argument, an unknown option) keep their form.
 """
@@ -24,6 +25,9 @@ USAGE_EXIT = 2
 
 FAILURE_EXIT = 1
 """Exit status of any other error."""
+
+INTERRUPTED_EXIT = 130
+"""Exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
 
 
 SERVER_MODULES = frozenset(
@@ -96,6 +100,11 @@ class ReportingGroup(TyperGroup):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click prints these itself, in their usual form
+        except KeyboardInterrupt:
+            if ctx.params.get("debug"):
+                raise
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise

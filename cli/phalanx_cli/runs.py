@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from phalanx_cli.errors import RefusedError
+from phalanx_cli.errors import INTERRUPTED_EXIT, RefusedError
 from phalanx_cli.inputs import (
     check_attack,
     check_simulated,
@@ -27,6 +27,8 @@ from phalanx_cli.inputs import (
 from phalanx_cli.output import Format, FormatOption, console, print_summary, round_progress, say
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
     from phalanx.config import RunConfig
     from phalanx.runs.dispatcher import Backend
     from phalanx.runs.summary import RunSummary
@@ -79,6 +81,20 @@ def simulate(
         except RunFailedError as exc:
             say(f"error: run {run_id} failed: {exc}")
             raise typer.Exit(1) from exc
+        except KeyboardInterrupt:
+            say(interrupted(sessions, run_id, config.rounds))
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
+def interrupted(sessions: sessionmaker[Session], run_id: str, rounds: int) -> str:
+    """Return the line that tells the operator where an interrupted run stopped."""
+    from phalanx.runs.recorder import last_round
+
+    done = last_round(sessions, run_id)
+    return (
+        f"interrupted: run {run_id} stopped after round {done} of {rounds}; "
+        f"resume it with `phalanx run --resume {run_id}`"
+    )
 
 
 def run(
@@ -189,4 +205,23 @@ def coordinator(
         )
         where = f" (SuperLink {superlink})" if superlink else ""
         say(f"coordinator {claimer} waiting for runs{where}")
-        dispatcher.serve(poll=poll, once=once)
+        try:
+            dispatcher.serve(poll=poll, once=once)
+        except KeyboardInterrupt:
+            say(coordinator_interrupted(sessions, dispatcher.executing))
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
+def coordinator_interrupted(sessions: sessionmaker[Session], run_id: str | None) -> str:
+    """Return the line that tells the operator what an interrupted coordinator left behind."""
+    from phalanx.runs.recorder import last_round
+    from phalanx.store.runs import DEFAULT_STALE_AFTER
+
+    if run_id is None:
+        return "interrupted: the coordinator stopped between runs"
+    minutes = DEFAULT_STALE_AFTER.total_seconds() / 60
+    return (
+        f"interrupted: the coordinator stopped during run {run_id}, after its round "
+        f"{last_round(sessions, run_id)}; the run stays running until a coordinator takes it "
+        f"over, {minutes:g} min after its last heartbeat"
+    )

@@ -34,6 +34,8 @@ def _app() -> typer.Typer:
             raise RefusedError("npz:d.npz[y_train]: labels run 1..10 with no 0")
         if kind == "config":
             _Section.model_validate({"workers": 11.0})
+        if kind == "interrupt":
+            raise KeyboardInterrupt
         raise RuntimeError("database is locked\n[SQL: BEGIN IMMEDIATE]")
 
     @tool.command()
@@ -49,6 +51,7 @@ def _app() -> typer.Typer:
         ("bug", 1, "error: RuntimeError: database is locked"),
         ("refused", 2, "error: npz:d.npz[y_train]: labels run 1..10 with no 0"),
         ("config", 2, "error: invalid config: workers: Input should be less than or equal to 10"),
+        ("interrupt", 130, "interrupted"),
     ],
 )
 def test_an_escaping_exception_is_one_line_on_stderr(kind: str, status: int, line: str) -> None:

@@ -35,6 +35,7 @@ from phalanx.config import RunConfig, load_run_config
 from phalanx.exchange import Transport
 from phalanx.flower.deployment.binding import NodeBindingTransport
 from phalanx.flower.deployment.flower_app import DeployedRunRequest
+from phalanx.flower.interruption import Interruption
 from phalanx.flower.transport import GridTransport
 from phalanx.optim import prepare_in_background
 from phalanx.roster import RosterSource, SimulatedRoster, wait_for_roster
@@ -109,16 +110,20 @@ def build_server_app(
     *,
     window: int | None = None,
     batch: bool = False,
+    interruption: Interruption | None = None,
 ) -> ServerApp:
     """Build a ServerApp that seats ``roster`` on its Grid's nodes and calls ``drive``.
 
     ``window``: the most task messages of a round out at once; ``batch``: a node's
-    tasks of a round in one message (both the simulation engine's).
+    tasks of a round in one message (both the simulation engine's); ``interruption``:
+    how the main thread stops the ServerApp's (the simulation engine's).
     """
     server_app = ServerApp()
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
+        if interruption is not None:
+            grid = interruption.grid(grid)
         GridFederation(grid, window=window, batch=batch).connect(config, roster, drive)
 
     return server_app

@@ -33,6 +33,7 @@ from flwr.simulation import run_simulation
 
 from phalanx.config import RunConfig
 from phalanx.faults import RunFailedError
+from phalanx.flower.interruption import Interruption
 from phalanx.flower.server_app import build_server_app
 from phalanx.roster import RosterSource, SimulatedRoster
 from phalanx.runs.executor import Drive
@@ -270,10 +271,20 @@ class SimulationEngine:
         if nodes is not None and isinstance(roster, SimulatedRoster):
             roster = dataclasses.replace(roster, nodes=nodes)
             supernodes = roster.needed(supernodes)
+        interruption = Interruption()
+        server_app = build_server_app(
+            config, roster, drive, window=window, batch=self.batch, interruption=interruption
+        )
         with quiet_flower():
-            run_simulation(
-                server_app=build_server_app(config, roster, drive, window=window, batch=self.batch),
-                client_app=load_client_app(self.client_app),
-                num_supernodes=supernodes,
-                backend_config=backend_config,
-            )
+            try:
+                run_simulation(
+                    server_app=server_app,
+                    client_app=load_client_app(self.client_app),
+                    num_supernodes=supernodes,
+                    backend_config=backend_config,
+                )
+            except KeyboardInterrupt:
+                # The engine stopped; the coordinator, in the ServerApp's thread, would
+                # wait out its round. It stops at its next look at the Grid.
+                interruption.interrupt()
+                raise

@@ -116,6 +116,8 @@ class Dispatcher:
     report: Report = print
     alive_file: Path | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    executing: str | None = field(default=None, init=False)
+    """The run being executed; still set when its execution was interrupted (Ctrl-C)."""
 
     def turn(self) -> bool:
         """Poll the backends, then claim and execute one run; ``False`` when none was queued."""
@@ -133,10 +135,12 @@ class Dispatcher:
             return True
         where = config.deployment.backend
         self.report(f"run {run_id} ({config.name}) claimed; executing it on the {where} backend")
+        self.executing = run_id
         try:
             self.report(backend.execute(run_id, config, claimer=self.claimer, alive=self.alive))
         except Exception as exc:  # one bad run must not stop the loop
             self.report(f"run {run_id} failed: {type(exc).__name__}: {exc}")
+        self.executing = None
         return True
 
     def serve(self, *, poll: float = 2.0, once: bool = False) -> None:

@@ -201,6 +201,13 @@ def register_simulated_clients(
             )
 
 
+def last_round(sessions: sessionmaker[Session], run_id: str) -> int:
+    """Return the last round of a run with a checkpoint, where a resume goes on from (0: none)."""
+    with read_session(sessions) as session:
+        row = checkpoints.latest_checkpoint(session, run_id)
+        return 0 if row is None else row.round
+
+
 def load_checkpoint(sessions: sessionmaker[Session], run_id: str) -> tuple[int, bytes | None]:
     """Return the last finished round of a run and its checkpoint (``0, None`` if none).
 

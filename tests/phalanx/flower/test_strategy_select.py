@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,6 @@ from flwr.app import (
     RecordDict,
 )
 from flwr.common.serde import metric_record_from_proto, metric_record_to_proto
-from flwr.serverapp import Grid
 from flwr.serverapp.exception import InconsistentMessageReplies
 from flwr.serverapp.strategy import FedAvg, Krum
 from flwr.supercore.task_identity import TaskIdentity
@@ -35,6 +34,7 @@ from phalanx.flower.strategy import (
     RobustStrategy,
     flag_outliers,
 )
+from tests.support.idle_grid import IdleGrid
 
 Arrays = dict[str, npt.NDArray[Any]]
 
@@ -308,44 +308,6 @@ def test_evaluation_skips_malformed_replies_and_nodes_flagged_in_training() -> N
         FedAvg().aggregate_evaluate(1, [*honest, broken])
 
 
-class FakeGrid(Grid):
-    """A grid with a fixed set of connected nodes that never sends anything."""
-
-    def __init__(self, nodes: Iterable[int]) -> None:
-        self.nodes = list(nodes)
-
-    def set_run(self, run: Any) -> None:
-        raise NotImplementedError
-
-    @property
-    def run(self) -> Any:
-        raise NotImplementedError
-
-    def create_message(
-        self,
-        content: RecordDict,
-        message_type: str,
-        dst_node_id: int,
-        group_id: str,
-        ttl: float | None = None,
-    ) -> Message:
-        raise NotImplementedError
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.nodes)
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        raise NotImplementedError
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        raise NotImplementedError
-
-    def send_and_receive(
-        self, messages: Iterable[Message], *, timeout: float | None = None
-    ) -> Iterable[Message]:
-        raise NotImplementedError
-
-
 def test_configured_round_sends_like_fedavg_and_aggregates_updates_from_the_model_sent() -> None:
     # Centered clipping (center zero, radius 1) is not translation-equivariant: on the
     # returned models (norm ~ 30) it would shrink everything; on the updates (norm < 1)
@@ -354,7 +316,7 @@ def test_configured_round_sends_like_fedavg_and_aggregates_updates_from_the_mode
     sent = {"weight": np.full((3, 2), 10.0, np.float32), "bias": np.full(2, 9.0, np.float32)}
     attack = {k: sent[k] - 100 * (v - sent[k]) for k, v in honest_models(offset=9.0)[0].items()}
     strategy = RobustStrategy(rule="centered_clipping", rule_options={"tau": 1.0})
-    grid = FakeGrid([*HONEST, ATTACKER])
+    grid = IdleGrid([*HONEST, ATTACKER])
 
     messages = list(
         strategy.configure_train(

@@ -32,10 +32,12 @@ class FakeBackend:
         *,
         refuse: str | None = None,
         crash: bool = False,
+        interrupt: bool = False,
     ) -> None:
         self.sessions = sessions
         self.refuse = refuse
         self.crash = crash
+        self.interrupt = interrupt
         self.polls = 0
         self.executed: list[str] = []
 
@@ -53,6 +55,8 @@ class FakeBackend:
         alive()
         if self.crash:
             raise RuntimeError("the backend broke")
+        if self.interrupt:
+            raise KeyboardInterrupt
         with self.sessions.begin() as session:
             runs.finish_run(session, run_id, RunStatus.SUCCEEDED, claimer=claimer)
         return f"run {run_id} done"
@@ -130,6 +134,23 @@ def test_a_backend_that_breaks_does_not_stop_the_loop(
     assert backend.executed == [first, second] and backend.polls == 3
     assert f"run {first} failed: RuntimeError: the backend broke" in lines
     assert alive.exists()
+
+
+def test_the_run_being_executed_is_named_when_ctrl_c_stops_it_and_only_then(
+    sqlite_sessions: sessionmaker[Session],
+) -> None:
+    _queue(sqlite_sessions, small_config()), _queue(sqlite_sessions, small_config())
+    dispatcher = Dispatcher(
+        sqlite_sessions, "me", {"simulation": FakeBackend(sqlite_sessions)}, report=print
+    )
+    assert dispatcher.turn() and dispatcher.executing is None
+    dispatcher.backends = {"simulation": FakeBackend(sqlite_sessions, crash=True)}
+    assert dispatcher.turn() and dispatcher.executing is None
+    interrupted = _queue(sqlite_sessions, small_config())
+    dispatcher.backends = {"simulation": FakeBackend(sqlite_sessions, interrupt=True)}
+    with pytest.raises(KeyboardInterrupt):
+        dispatcher.turn()
+    assert dispatcher.executing == interrupted
 
 
 def test_every_turn_polls_every_backend_even_with_nothing_queued(
