@@ -50,6 +50,15 @@ def client_keygen(
         files = create_key_files(out, curve.value, overwrite=force)
     except FileExistsError as exc:
         raise RefusedError(f"{exc.filename} exists; pass --force to overwrite it") from exc
+    except IsADirectoryError as exc:
+        raise typer.BadParameter(
+            f"{exc.filename} is a directory, not a key file; remove it or give another --out",
+            param_hint="--out",
+        ) from exc
+    except OSError as exc:
+        raise RefusedError(
+            f"cannot write {exc.filename}: {exc.strerror or exc}; no key file was changed"
+        ) from exc
     say(f"private key {files.private_key} (mode 0600), public key {files.public_key}")
     sys.stdout.write(files.fingerprint + "\n")
 
@@ -69,7 +78,7 @@ def client_register(
     from phalanx_clients.enrollment import EnrollmentError, register
 
     settings = get_settings()
-    api_url = api or f"http://{settings.api_host}:{settings.api_port}"
+    api_url = _checked_api(api) if api else f"http://{settings.api_host}:{settings.api_port}"
     try:
         private_key = load_private_key_file(key)
     except (IdentityError, OSError) as exc:
@@ -126,8 +135,9 @@ def client_start(
     from phalanx.flower.deployment.supernode import SuperNodeOptions, supernode_command
 
     if not key.is_file():
+        why = "is not a regular file" if key.exists() else "does not exist"
         raise typer.BadParameter(
-            f"{key} does not exist; run `phalanx client keygen`", param_hint="--key"
+            f"{key} {why}; give the key file `phalanx client keygen` wrote", param_hint="--key"
         )
     if byzantine:
         _check_byzantine(byzantine)
@@ -147,6 +157,22 @@ def client_start(
     _check_root_certificates(root_certificates)
     extra = {"FLWR_HOME": str(flwr_home)} if flwr_home else {}
     exec_flower(supernode_command(options), extra)
+
+
+def _checked_api(api: str) -> str:
+    """Return ``api`` if it is an http(s) URL with a host; refuse it (exit 2) otherwise."""
+    import httpx
+
+    try:
+        url = httpx.URL(api)
+    except httpx.InvalidURL as exc:
+        raise typer.BadParameter(f"{api!r} is not a URL: {exc}", param_hint="--api") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise typer.BadParameter(
+            f"{api!r} is not an http or https URL with a host, e.g. http://controlplane:8000",
+            param_hint="--api",
+        )
+    return api
 
 
 def _check_root_certificates(path: Path) -> None:

@@ -7,11 +7,13 @@ recorded or a worker started.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import typer
 from rich.markup import escape
 
 from phalanx_cli.errors import RefusedError
@@ -22,6 +24,28 @@ if TYPE_CHECKING:
 
     from phalanx.config import RunConfig
     from phalanx.data_checks import DatasetFacts
+
+
+DAY_S = 86_400.0
+"""The longest interval a command waits between two looks at something."""
+
+
+def interval(option: str, most: float = DAY_S) -> Callable[[float], float]:
+    """Return a Typer callback that takes a number of seconds above 0 and at most ``most``.
+
+    Without it ``nan`` or ``inf`` fails late and in Python's words, and 0 turns a
+    polling loop into a busy one.
+    """
+
+    def check(value: float) -> float:
+        if not (math.isfinite(value) and 0 < value <= most):
+            raise typer.BadParameter(
+                f"takes a number of seconds above 0 and at most {most:g}, not {value}",
+                param_hint=option,
+            )
+        return value
+
+    return check
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from phalanx_cli.inputs import (
     check_attack,
     check_simulated,
     checked_data,
+    interval,
     load_config,
     migrated_sessions,
 )
@@ -119,6 +120,10 @@ def run(
     ] = None,
 ) -> None:
     """Run a federation through Flower's simulation engine and record it."""
+    if resume is not None and config is not None:
+        raise typer.BadParameter(
+            f"a resumed run keeps the config stored with it; give {config} or --resume, not both"
+        )
     if resume is not None:
         from phalanx.runs.recorder import stored_config
         from phalanx.settings import get_settings
@@ -139,7 +144,10 @@ def run(
 
 
 def coordinator(
-    poll: Annotated[float, typer.Option(help="Seconds between looks for queued runs.")] = 2.0,
+    poll: Annotated[
+        float,
+        typer.Option(help="Seconds between looks for queued runs.", callback=interval("--poll")),
+    ] = 2.0,
     once: Annotated[bool, typer.Option(help="Exit when no run is queued.")] = False,
     superlink: Annotated[
         str | None, typer.Option(envvar="PHALANX_SUPERLINK", help="The SuperLink's HOST:PORT.")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,17 +41,53 @@ class KeyFiles:
 def create_key_files(path: Path, curve: Curve = "P-256", *, overwrite: bool = False) -> KeyFiles:
     """Generate a key pair; write the private key to ``path`` and the public key to ``path.pub``.
 
+    Both files are written beside their targets first and put in place only once
+    both are whole, so a failure (a target that is a directory, a full disk) leaves
+    the pair that was there before.
+
     Raises
     ------
     FileExistsError
         When a file exists already and ``overwrite`` is false (its ``filename``
         names it); a client's identity is never replaced by accident.
+    IsADirectoryError
+        When ``path`` or ``path.pub`` is a directory (or ``path`` has no file name).
+    OSError
+        When the files cannot be written (their ``filename`` names the target).
     """
+    if not path.name or path.name in (".", ".."):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     public_path = path.with_name(path.name + ".pub")
-    for existing in (path, public_path):
-        if existing.exists() and not overwrite:  # checked first: never half a new pair
-            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(existing))
+    for target in (path, public_path):  # checked first: never half a new pair
+        if target.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+        if target.exists() and not overwrite:
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
     key = generate_private_key(curve)
-    save_private_key(path, key, overwrite=overwrite)
-    save_public_key(public_path, key.public_key(), overwrite=overwrite)
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as exc:
+        raise _naming(exc, path) from exc
+    try:
+        staged_private, staged_public = staging / "key", staging / "key.pub"
+        try:
+            save_private_key(staged_private, key)
+            save_public_key(staged_public, key.public_key())
+        except OSError as exc:
+            raise _naming(exc, path) from exc
+        for staged, target in ((staged_public, public_path), (staged_private, path)):
+            try:
+                if overwrite:
+                    os.replace(staged, target)
+                else:  # fails, as O_EXCL would, should the target have appeared meanwhile
+                    os.link(staged, target)
+            except OSError as exc:
+                raise _naming(exc, target) from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return KeyFiles(path, public_path, public_key_fingerprint(key.public_key()))
+
+
+def _naming(exc: OSError, target: Path) -> OSError:
+    """Return ``exc`` again, of its own type, naming ``target`` rather than a staged file."""
+    return type(exc)(exc.errno, exc.strerror, str(target))

@@ -75,7 +75,8 @@ def data_spec(data_path: str | None) -> str:
     Raises
     ------
     NodeDataError
-        When ``data_path`` is missing or blank, or holds a NUL character.
+        When ``data_path`` is missing or blank, names no file after ``npz:`` or
+        ``idx:``, or holds a NUL character.
     """
     text = (data_path or "").strip()
     if not text:
@@ -85,6 +86,8 @@ def data_spec(data_path: str | None) -> str:
         )
     if "\x00" in text:
         raise NodeDataError(f"data-path holds a NUL character: {_SET_IT}")
+    if text.startswith(("npz:", "idx:")) and not text[4:].strip():
+        raise NodeDataError(f"data-path {text!r} names no file: {_SET_IT}")
     if text in KNOWN_NUM_CLASSES or text.startswith(("npz:", "idx:")):
         return text
     return f"npz:{text}" if Path(text).suffix.lower() == ".npz" else f"idx:{text}"

@@ -57,7 +57,7 @@ def test_a_data_path_names_a_dataset_the_loaders_read(given: str, spec: str) -> 
     assert data_spec(given) == spec
 
 
-@pytest.mark.parametrize("given", [None, "", "   "])
+@pytest.mark.parametrize("given", [None, "", "   ", "npz:", "idx:  "])
 def test_a_node_naming_no_data_is_told_where_to_name_it(given: str | None) -> None:
     with pytest.raises(NodeDataError, match=r"set data-path in the SuperNode's --node-config"):
         data_spec(given)

@@ -53,7 +53,7 @@ def test_no_data_path_leaves_it_out_of_the_node_config(
     assert "data-path" not in _node_config(no_exec[0])
 
 
-@pytest.mark.parametrize("given", ["npz:{tmp}/gone.npz", "{tmp}/no-such-dir", "   "])
+@pytest.mark.parametrize("given", ["npz:{tmp}/gone.npz", "{tmp}/no-such-dir", "   ", "npz:"])
 def test_a_data_path_that_is_not_there_is_refused_before_flower_starts(
     tmp_path: Path, client_key: Path, no_exec: list[list[str]], given: str
 ) -> None:
@@ -61,4 +61,12 @@ def test_a_data_path_that_is_not_there_is_refused_before_flower_starts(
 
     assert code == 2
     assert "--data-path" in output and "Traceback" not in output
+    assert no_exec == []
+
+
+def test_a_key_that_is_a_directory_is_called_so(tmp_path: Path, no_exec: list[list[str]]) -> None:
+    code, output = _start(tmp_path, tmp_path)
+
+    assert code == 2
+    assert f"{tmp_path} is not a regular file" in output and "does not exist" not in output
     assert no_exec == []

@@ -25,6 +25,7 @@ from phalanx_api.settings import get_api_settings
 from phalanx_cli.client import client_app
 from phalanx_cli.keys import keys_app
 from phalanx_cli.main import app
+from phalanx_clients import key_files
 from tests.support.factories import bearer
 
 runner = CliRunner()
@@ -129,6 +130,59 @@ def test_client_keygen_writes_nothing_when_only_the_public_half_exists(tmp_path:
     result = runner.invoke(app, ["client", "keygen", "--out", str(out)])
     assert result.exit_code == 2 and "client_key.pub exists" in result.stderr
     assert not out.exists()  # never a private key whose public half is another's
+
+
+def test_client_keygen_force_keeps_the_old_pair_when_the_new_one_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "client_key"
+    assert runner.invoke(client_app, ["keygen", "--out", str(out)]).exit_code == 0
+    before = out.read_bytes(), (tmp_path / "client_key.pub").read_bytes()
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    # A fault injected where the public half is written, after the private half.
+    monkeypatch.setattr(key_files, "save_public_key", disk_full)
+    result = runner.invoke(app, ["client", "keygen", "--out", str(out), "--force"])
+
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: cannot write {out}: No space left on device; no key file was changed\n"
+    )
+    assert (out.read_bytes(), (tmp_path / "client_key.pub").read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["client_key", "client_key.pub"]
+
+
+@pytest.mark.parametrize("where", ["", "{tmp}", "{tmp}/client_key"])
+def test_client_keygen_refuses_a_directory_where_a_key_file_goes(
+    tmp_path: Path, where: str
+) -> None:
+    out = tmp_path / "client_key"
+    out.write_text("the old key\n")
+    (tmp_path / "client_key.pub").mkdir()
+    given = where.format(tmp=tmp_path)
+
+    result = runner.invoke(
+        app, ["client", "keygen", "--out", given, "--force"], env={"COLUMNS": "500"}
+    )
+
+    assert result.exit_code == 2, result.output
+    assert "is a directory, not a key file" in result.output and "Traceback" not in result.output
+    assert out.read_text() == "the old key\n"
+
+
+@pytest.mark.parametrize("api", ["http://[::1", "ftp://host", "localhost:8000", "http://"])
+def test_client_register_refuses_an_api_that_is_not_an_http_url(tmp_path: Path, api: str) -> None:
+    key_path = tmp_path / "client_key"
+    runner.invoke(client_app, ["keygen", "--out", str(key_path)])
+
+    result = runner.invoke(
+        app, ["client", "register", "--api", api, "--key", str(key_path)], env={"COLUMNS": "500"}
+    )
+
+    assert result.exit_code == 2
+    assert "Invalid value for --api" in result.output and "Traceback" not in result.output
 
 
 def _free_port() -> int:
