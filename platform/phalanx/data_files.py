@@ -29,6 +29,7 @@ process reads each file once.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import zipfile
 import zlib
@@ -87,6 +88,9 @@ _IDX_DTYPES: dict[int, np.dtype[np.generic]] = {
 
 _FASHION_CLASSES = 10
 _DIGITS_CLASSES = 10
+NOT_A_REGULAR_FILE = "not a regular file (a directory, a FIFO or a device)"
+"""Why a dataset path that exists is not read: a FIFO or a device would be read for ever."""
+
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -135,6 +139,8 @@ def read_idx(path: Path, *, source: str | None = None) -> npt.NDArray[np.generic
     path = Path(path)
     source = source or str(path)
     if not path.is_file():
+        if path.exists():
+            raise DataError(f"{source}: {NOT_A_REGULAR_FILE}")
         raise DatasetNotFoundError(f"IDX file not found: {source}")
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
@@ -154,7 +160,7 @@ def read_idx(path: Path, *, source: str | None = None) -> npt.NDArray[np.generic
         raise DataError(f"{source}: truncated IDX header ({len(raw)} bytes, need {header})")
     shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     dtype = _IDX_DTYPES[type_code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # Python's integers: no overflow
     if len(raw) - header != expected:
         raise DataError(
             f"{source}: header declares shape {shape} ({expected} data bytes) "
@@ -269,6 +275,8 @@ def read_split(name: str, split: Split, root: Path | None = None) -> RawSplit:
             "MNIST-format IDX files (optionally .gz) in that directory",
         )
     if not path.is_file():
+        if path.exists():
+            raise DataError(f"{name}: {NOT_A_REGULAR_FILE}; give an .npz archive")
         raise DatasetNotFoundError(f"{name}: .npz archive not found{_relative_note(name)}")
     return read_npz(path, f"x_{split}", f"y_{split}", source=name)
 
@@ -437,7 +445,7 @@ def _idx_split(directory: Path, split: Split, *, label: str, missing: str) -> Ra
 
 def _find_idx(directory: Path, stem: str) -> Path | None:
     for candidate in (directory / stem, directory / f"{stem}.gz"):
-        if candidate.is_file():
+        if candidate.exists():  # a directory or a FIFO is refused by its reader, not missed
             return candidate
     return None
 
@@ -477,8 +485,11 @@ def _cached_npz_array(
     path: str, size: int, mtime_ns: int, key: str, source: str
 ) -> npt.NDArray[np.generic]:
     try:
+        _check_declared_size(path, key, source)
         with np.load(path, allow_pickle=False) as archive:
             array = np.asarray(archive[key])
+    except DataError:
+        raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise DataError(
             f"{source}[{key}]: not a readable NumPy array ({exc}); object (pickled) arrays are "
@@ -486,6 +497,36 @@ def _cached_npz_array(
         ) from exc
     array.flags.writeable = False
     return array
+
+
+def _check_declared_size(path: str, key: str, source: str) -> None:
+    """Refuse an array whose header declares more data than its archive member holds.
+
+    NumPy allocates what the header declares before reading a zipped array, so a
+    few bytes declaring 10^12 elements would fail as a ``MemoryError``, or take the
+    host's memory, rather than as bad data.
+    """
+    with zipfile.ZipFile(path) as archive:
+        names = set(archive.namelist())
+        name = f"{key}.npy" if f"{key}.npy" in names else key
+        if name not in names:
+            return  # np.load names the missing key
+        info = archive.getinfo(name)
+        with archive.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+            header = member.tell()
+    if dtype.hasobject:
+        return  # refused by np.load without allow_pickle
+    declared = math.prod(shape) * dtype.itemsize
+    if declared != info.file_size - header:
+        raise DataError(
+            f"{source}[{key}]: header declares shape {shape} ({declared:,} data bytes) but "
+            f"the archive holds {info.file_size - header:,}"
+        )
 
 
 @lru_cache(maxsize=1)

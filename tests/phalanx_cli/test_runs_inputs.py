@@ -1,4 +1,4 @@
-"""``phalanx run`` and ``phalanx coordinator`` refuse what they cannot honour, before anything starts."""
+"""``phalanx run`` and ``phalanx coordinator`` refuse what they cannot honour, before any start."""
 
 from __future__ import annotations
 
