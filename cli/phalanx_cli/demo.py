@@ -114,7 +114,8 @@ class DemoServer:
     def stop(self) -> None:
         """Stop serving and wait for the thread."""
         self.server.should_exit = True
-        self.thread.join(timeout=30)
+        if self.thread.ident is not None:  # started
+            self.thread.join(timeout=30)
 
 
 def queue_through_api(url: str, secret: str, config: RunConfig) -> str:
@@ -189,16 +190,19 @@ def serve_demo(
     migrate.upgrade(url)
     sessions = session_factory(make_engine(url))
     with sessions.begin() as session:
-        secret = keys.create_key(session, name="demo-admin", role=Role.ADMIN).secret
+        created = keys.create_key(session, name="demo-admin", role=Role.ADMIN)
+    secret = created.secret
     simulated = config.attack.q > 0
     if simulated:  # the demo's run is a simulated attack: its own server must accept it
         settings = settings.model_copy(update={"api_allow_attacks": True})
     server = DemoServer(settings, settings.api_host, settings.api_port)
-    server.start()
+    shown = False
     try:
+        server.start()
         run_id = queue_through_api(server.url, secret, config)
         for line in dashboard_lines(server.url, secret):
             say(line)
+        shown = True
         if simulated:
             say("Simulated attacks are enabled on this demo server (PHALANX_API_ALLOW_ATTACKS).")
         say(f"Run {run_id} queued through the API; this process coordinates it.")
@@ -221,3 +225,6 @@ def serve_demo(
         return summary
     finally:
         server.stop()
+        if not shown:  # the demo failed before anyone saw the key: nobody may hold it
+            with sessions.begin() as session:
+                keys.revoke_key(session, created.key.id)

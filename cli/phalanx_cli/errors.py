@@ -45,6 +45,20 @@ SERVER_MODULES = frozenset(
 """Modules of the ``server`` extra: a command that needs a missing one says how to install it."""
 
 
+SETTINGS_MODELS = frozenset({"Settings", "ApiSettings"})
+"""The models read from ``PHALANX_*`` environment variables (not from a config file)."""
+
+
+def _setting(exc: Any) -> str:
+    """Name the first bad setting of a settings ``ValidationError`` as its environment variable.
+
+    Its value is not repeated: it may be a secret or a URL with a password.
+    """
+    error = exc.errors()[0]
+    name = "PHALANX_" + "_".join(str(part) for part in error["loc"]).upper()
+    return f"{name}: {error['msg']}"
+
+
 class RefusedError(Exception):
     """A command's input refused before anything started: a bad config, bad or missing data."""
 
@@ -66,6 +80,8 @@ def cause(exc: BaseException) -> str:
     from phalanx.validation_messages import one_line
 
     if isinstance(exc, ValidationError):
+        if exc.title in SETTINGS_MODELS:
+            return f"invalid setting: {_setting(exc)}"
         return f"invalid config: {one_line(exc)}"
     missing = (exc.name or "").partition(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
     if missing in SERVER_MODULES:

@@ -65,7 +65,7 @@ def keys_create(
     from phalanx.store import Role
     from phalanx_api import actions
 
-    key_name = (name or _default_name()).strip()
+    key_name = (_default_name() if name is None else name).strip()
     if not key_name or len(key_name) > 200 or "\x00" in key_name:
         raise typer.BadParameter("give a name of 1 to 200 characters", param_hint="--name")
     with migrated_sessions(_database_url()) as sessions, sessions.begin() as session:

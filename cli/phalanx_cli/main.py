@@ -107,6 +107,10 @@ def db_upgrade(
     from phalanx.settings import get_settings
     from phalanx.store import migrate
 
+    try:
+        migrate.check_revision(revision)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="REVISION") from exc
     url = get_settings().resolved_database_url
     migrate.upgrade(url, revision)
     say(f"database at {migrate.current_revision(url)}")

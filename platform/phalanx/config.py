@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -631,4 +632,16 @@ def load_run_config(path: Path) -> RunConfig:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except RecursionError:  # the parsers recurse once per level of nesting
         raise ValueError("nested too deeply to be a run config") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's own limit, in Python's words
+            raise ValueError(
+                f"holds an integer of more than {sys.get_int_max_str_digits():,} digits: "
+                "not a run config"
+            ) from None
+        raise
+    if data == {}:
+        raise ValueError(
+            "holds no settings: an empty file would start a run of every default; "
+            "name what to run (see examples/quick-digits.toml)"
+        )
     return RunConfig.model_validate(data)

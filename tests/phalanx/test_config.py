@@ -91,6 +91,30 @@ def test_a_config_file_larger_than_any_run_config_is_refused(tmp_path: Path) -> 
         load_run_config(big)
 
 
+@pytest.mark.parametrize(
+    ("name", "text"), [("empty.toml", ""), ("blank.toml", "# nothing\n"), ("e.json", "{}")]
+)
+def test_a_config_with_no_settings_is_refused_rather_than_run_on_every_default(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ValueError, match="holds no settings: an empty file would start a run"):
+        load_run_config(path)
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_an_integer_of_thousands_of_digits_is_refused_in_our_words(
+    tmp_path: Path, suffix: str
+) -> None:
+    path = tmp_path / f"long{suffix}"
+    digits = "9" * 5001
+    path.write_text(f"rounds = {digits}\n" if suffix == ".toml" else f'{{"rounds": {digits}}}')
+    with pytest.raises(ValueError) as refused:
+        load_run_config(path)
+    assert str(refused.value) == "holds an integer of more than 4,300 digits: not a run config"
+
+
 def _error(data: dict[str, object]) -> str:
     with pytest.raises(ValidationError) as info:
         RunConfig.model_validate(data)

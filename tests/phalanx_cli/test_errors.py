@@ -98,3 +98,12 @@ def test_a_missing_module_of_the_server_extra_is_named_with_the_fix() -> None:
     )
     other = ModuleNotFoundError("No module named 'lab'", name="lab")
     assert cause(other) == "ModuleNotFoundError: No module named 'lab'"
+
+
+def test_a_bad_setting_in_the_environment_is_named_as_its_variable_without_its_value() -> None:
+    result = CliRunner().invoke(app, ["serve"], env={"PHALANX_API_PORT": "abc"})
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: invalid setting: PHALANX_API_PORT: Input should be a valid integer, "
+        "unable to parse string as an integer\n"
+    )

@@ -110,6 +110,16 @@ def test_keys_create_refuses_an_unknown_role(env: dict[str, str]) -> None:
     assert result.exit_code != 0
 
 
+def test_keys_create_refuses_an_empty_name_rather_than_naming_the_key_after_the_user(
+    tmp_path: Path,
+) -> None:
+    env = {"PHALANX_DATABASE_URL": f"sqlite:///{tmp_path}/p.db", "COLUMNS": "500"}
+    result = runner.invoke(app, ["keys", "create", "--name", ""], env=env)
+    assert result.exit_code == 2
+    assert "give a name of 1 to 200 characters" in result.output
+    assert "phx_" not in result.output
+
+
 def test_client_keygen_writes_an_owner_only_key_and_a_pub_file(tmp_path: Path) -> None:
     out = tmp_path / "client_key"
     result = runner.invoke(client_app, ["keygen", "--out", str(out), "--curve", "P-384"])

@@ -45,6 +45,14 @@ POOL_TIMEOUT_S = 10.0
 #: Permissions of a SQLite database file this module creates (SQLite gives its
 #: ``-wal`` and ``-shm`` files the same).
 SQLITE_FILE_MODE = 0o600
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class NotADatabaseError(ValueError):
+    """``PHALANX_DATABASE_URL`` names a file that is not an SQLite database."""
+
+
 #: Database files already warned about, so that a probe making engines does not repeat it.
 _WARNED_MODES: set[Path] = set()
 
@@ -209,6 +217,7 @@ def create_private_file(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
     except FileExistsError:
+        check_sqlite_file(path)
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077 and path not in _WARNED_MODES:
             _WARNED_MODES.add(path)
@@ -218,6 +227,22 @@ def create_private_file(path: Path) -> None:
                 oct(mode),
                 path,
             )
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse a database path that is not an SQLite database (or an empty file to become one).
+
+    Raises
+    ------
+    NotADatabaseError
+        Naming the path, before anything is read from it or written to it.
+    """
+    if not path.is_file():
+        raise NotADatabaseError(f"the database path {path} is not a regular file")
+    with path.open("rb") as handle:
+        head = handle.read(len(SQLITE_HEADER))
+    if head and head != SQLITE_HEADER:
+        raise NotADatabaseError(f"the database file {path} is not an SQLite database")
 
 
 def session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[Session]:

@@ -61,6 +61,27 @@ def alembic_config(url: str | None = None, *, script_location: Path | None = Non
     return config
 
 
+def revision_ids() -> list[str]:
+    """Return the migrations' revision ids, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+def check_revision(revision: str) -> str:
+    """Return ``revision`` if it is ``head`` or a migration's id.
+
+    Raises
+    ------
+    ValueError
+        Naming the revisions there are (Alembic fails on a blank or relative one
+        with a bare ``AssertionError``).
+    """
+    known = revision_ids()
+    if revision != "head" and revision not in known:
+        raise ValueError(f"no revision {revision!r}: give head or one of {', '.join(known)}")
+    return revision
+
+
 def upgrade(url: str, revision: str = "head") -> None:
     """Migrate the database up to ``revision``.
 
@@ -70,7 +91,19 @@ def upgrade(url: str, revision: str = "head") -> None:
         The database URL.
     revision : str
         Target revision; ``"head"`` for the latest.
+
+    Raises
+    ------
+    ValueError
+        When ``url`` names an in-memory SQLite database: the migration's connection
+        would hold the only copy of the tables, gone when it closes.
     """
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise ValueError(
+            f"{url!r} is an in-memory SQLite database, gone with each connection; "
+            "name a file, e.g. sqlite:////var/lib/phalanx/phalanx.db"
+        )
     command.upgrade(alembic_config(url), revision)
 
 
