@@ -222,14 +222,22 @@ def coordinator(
 
 def coordinator_interrupted(sessions: sessionmaker[Session], run_id: str | None) -> str:
     """Return the line that tells the operator what an interrupted coordinator left behind."""
-    from phalanx.runs.recorder import last_round
+    from phalanx.runs.recorder import last_round, stored_config
     from phalanx.store.runs import DEFAULT_STALE_AFTER
 
     if run_id is None:
         return "interrupted: the coordinator stopped between runs"
+    done = last_round(sessions, run_id)
+    if stored_config(sessions, run_id).deployment.backend == "deployment":
+        # Its ServerApp runs on the SuperLink and keeps the run's lease itself.
+        return (
+            f"interrupted: the coordinator stopped following run {run_id} after its round "
+            f"{done}; the run goes on on its SuperLink (cancel it from the dashboard or "
+            f"POST /api/v1/runs/{run_id}/cancel)"
+        )
     minutes = DEFAULT_STALE_AFTER.total_seconds() / 60
     return (
         f"interrupted: the coordinator stopped during run {run_id}, after its round "
-        f"{last_round(sessions, run_id)}; the run stays running until a coordinator takes it "
-        f"over, {minutes:g} min after its last heartbeat"
+        f"{done}; the run stays running until a coordinator takes it over, {minutes:g} min "
+        "after its last heartbeat"
     )

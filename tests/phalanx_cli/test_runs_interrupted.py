@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from phalanx.runs.recorder import last_round
 from phalanx.store import Round, Run, make_engine, migrate, runs, session_factory
+from phalanx_cli.runs import coordinator_interrupted
 from tests.support.configs import small_config
 
 pytestmark = pytest.mark.slow
@@ -123,3 +124,27 @@ def test_ctrl_c_stops_a_coordinator_mid_run_and_names_the_run_it_leaves(
         r"over, 5 min after its last heartbeat",
         line,
     ), line
+
+
+def test_a_deployed_run_left_by_its_coordinator_is_said_to_go_on_on_its_superlink(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'phalanx.db'}"
+    migrate.upgrade(url)
+    sessions = session_factory(make_engine(url))
+    config = small_config(attack={"name": None, "q": 0}, deployment={"backend": "deployment"})
+    with sessions.begin() as session:
+        run_id = runs.create_run(
+            session, name="deployed", config=config.model_dump(mode="json"), seed=config.seed
+        ).id
+
+    line = coordinator_interrupted(sessions, run_id)
+
+    assert line == (
+        f"interrupted: the coordinator stopped following run {run_id} after its round 0; the "
+        f"run goes on on its SuperLink (cancel it from the dashboard or "
+        f"POST /api/v1/runs/{run_id}/cancel)"
+    )
+    assert coordinator_interrupted(sessions, None) == (
+        "interrupted: the coordinator stopped between runs"
+    )
