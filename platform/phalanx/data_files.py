@@ -29,6 +29,7 @@ process reads each file once.
 from __future__ import annotations
 
 import gzip
+import lzma
 import math
 import os
 import zipfile
@@ -93,6 +94,9 @@ NOT_A_REGULAR_FILE = "not a regular file (a directory, a FIFO or a device)"
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _NPY_MAGIC = b"\x93NUMPY"
+_ZIP_METHODS = frozenset(
+    {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+)
 
 _INSTALL_HINT = (
     "install Debian's dataset-fashion-mnist (`sudo apt-get install dataset-fashion-mnist`, "
@@ -484,49 +488,89 @@ def _cached_npz_keys(path: str, size: int, mtime_ns: int, source: str) -> frozen
 def _cached_npz_array(
     path: str, size: int, mtime_ns: int, key: str, source: str
 ) -> npt.NDArray[np.generic]:
+    where = f"{source}[{key}]"
     try:
-        _check_declared_size(path, key, source)
-        with np.load(path, allow_pickle=False) as archive:
-            array = np.asarray(archive[key])
+        array = _read_npz_member(path, key, where)
     except DataError:
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except MemoryError as exc:
+        raise DataError(f"{where}: too large for this host's memory") from exc
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, lzma.LZMAError) as exc:
         raise DataError(
-            f"{source}[{key}]: not a readable NumPy array ({exc}); object (pickled) arrays are "
+            f"{where}: not a readable NumPy array ({exc}); object (pickled) arrays are "
             "refused, save numeric arrays"
         ) from exc
     array.flags.writeable = False
     return array
 
 
-def _check_declared_size(path: str, key: str, source: str) -> None:
-    """Refuse an array whose header declares more data than its archive member holds.
+def _read_npz_member(path: str, key: str, where: str) -> npt.NDArray[np.generic]:
+    """Read array ``key`` of an ``.npz`` archive from the member whose header was checked.
 
-    NumPy allocates what the header declares before reading a zipped array, so a
-    few bytes declaring 10^12 elements would fail as a ``MemoryError``, or take the
-    host's memory, rather than as bad data.
+    The member is the one :func:`numpy.load` reads for ``key`` (``key`` itself, else
+    ``key.npy``), opened once: the header is checked against the zip's size of the
+    member and the host's memory before NumPy allocates what it declares, since a
+    few bytes may declare terabytes (the zip's directory may claim them too).
     """
     with zipfile.ZipFile(path) as archive:
         names = set(archive.namelist())
-        name = f"{key}.npy" if f"{key}.npy" in names else key
-        if name not in names:
-            return  # np.load names the missing key
-        info = archive.getinfo(name)
+        name = key if key in names else f"{key}.npy"
+        info = archive.getinfo(name)  # KeyError: read_npz checked the keys
+        if info.flag_bits & 0x1:
+            raise DataError(f"{where}: the archive member is encrypted; save it unencrypted")
+        if info.compress_type not in _ZIP_METHODS:
+            raise DataError(
+                f"{where}: the archive member is compressed with zip method "
+                f"{info.compress_type}, which cannot be read; save with numpy.savez"
+            )
         with archive.open(info) as member:
             version = np.lib.format.read_magic(member)
             if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
             else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-            header = member.tell()
-    if dtype.hasobject:
-        return  # refused by np.load without allow_pickle
-    declared = math.prod(shape) * dtype.itemsize
-    if declared != info.file_size - header:
-        raise DataError(
-            f"{source}[{key}]: header declares shape {shape} ({declared:,} data bytes) but "
-            f"the archive holds {info.file_size - header:,}"
-        )
+                raise DataError(f"{where}: unknown .npy format version {version}")
+            if dtype.hasobject:
+                raise DataError(
+                    f"{where}: not a readable NumPy array (its dtype holds Python objects); "
+                    "object (pickled) arrays are refused, save numeric arrays"
+                )
+            held = info.file_size - member.tell()
+            declared = math.prod(shape) * dtype.itemsize
+            if declared != held:
+                raise DataError(
+                    f"{where}: header declares shape {shape} ({declared:,} data bytes) but "
+                    f"the archive holds {held:,}"
+                )
+            memory = _host_memory()
+            if memory is not None and declared > memory:
+                raise DataError(
+                    f"{where}: shape {shape} is {declared:,} bytes, more than this "
+                    f"host's memory ({memory:,} bytes)"
+                )
+            count = math.prod(shape)
+            if count == 0 or dtype.itemsize == 0:
+                empty: npt.NDArray[np.generic] = np.empty(
+                    shape, dtype=dtype, order="F" if fortran else "C"
+                )
+                return empty
+            data = member.read(declared)
+            if len(data) != declared:
+                raise DataError(
+                    f"{where}: the archive member ends after {len(data):,} of its "
+                    f"{declared:,} data bytes"
+                )
+    flat = np.frombuffer(data, dtype=dtype, count=count)
+    return flat.reshape(shape[::-1]).transpose() if fortran else flat.reshape(shape)
+
+
+def _host_memory() -> int | None:
+    """Return this host's physical memory in bytes, or ``None`` where it is not known."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 @lru_cache(maxsize=1)

@@ -15,17 +15,25 @@ from phalanx.data_checks import DataError
 from phalanx.data_files import read_idx, read_split
 
 
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _header(shape: tuple[int, ...]) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": "<f4", "fortran_order": False, "shape": shape}
+    )
+    return buffer.getvalue()
+
+
 def _npz_declaring(path: Path, shape: tuple[int, ...]) -> Path:
     """An .npz archive whose x_train header declares ``shape`` over 16 bytes of data."""
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(
-        header, {"descr": "<f4", "fortran_order": False, "shape": shape}
-    )
-    labels = io.BytesIO()
-    np.save(labels, np.zeros(2, dtype=np.int64))
     with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("x_train.npy", header.getvalue() + bytes(16))
-        archive.writestr("y_train.npy", labels.getvalue())
+        archive.writestr("x_train.npy", _header(shape) + bytes(16))
+        archive.writestr("y_train.npy", _npy(np.zeros(2, dtype=np.int64)))
     return path
 
 
@@ -80,3 +88,64 @@ def test_a_dataset_path_that_is_no_regular_file_is_called_so_not_missing(
         read_split(f"npz:{archive}", "train")
     with pytest.raises(DataError, match="not a regular file"):
         read_split(f"idx:{images.parent}", "train")
+
+
+def test_a_member_named_without_npy_beside_one_with_is_the_one_checked(tmp_path: Path) -> None:
+    # NumPy reads member 'x_train' for key x_train when both it and 'x_train.npy' are there:
+    # checking 'x_train.npy' alone let 'x_train' declare a terabyte.
+    path = tmp_path / "twins.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("x_train.npy", _npy(np.zeros((2, 2), dtype=np.float32)))
+        archive.writestr("x_train", _header((10**6, 10**6)) + bytes(16))
+        archive.writestr("y_train.npy", _npy(np.zeros(2, dtype=np.int64)))
+    with pytest.raises(DataError, match=r"\[x_train\]: header declares shape \(1000000, 1000000\)"):
+        read_split(f"npz:{path}", "train")
+
+
+def test_an_npz_whose_zip_directory_claims_terabytes_is_refused_before_allocating(
+    tmp_path: Path,
+) -> None:
+    # The zip's central directory (zip64) claims the 8 TB the header declares; the
+    # member holds 16 bytes. NumPy would allocate the 8 TB before reading a byte.
+    path = tmp_path / "lying.npz"
+    header = _header((2 * 10**12,))
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("x_train.npy", header + bytes(16))
+        archive.writestr("y_train.npy", _npy(np.zeros(2, dtype=np.int64)))
+        archive.filelist[0].file_size = len(header) + 8 * 10**12
+    with pytest.raises(
+        DataError,
+        match=r"shape \(2000000000000,\) is 8,000,000,000,000 bytes, more than this host.s memory",
+    ):
+        read_split(f"npz:{path}", "train")
+
+
+def _patched(path: Path, local: int, central: int, value: bytes) -> None:
+    """Overwrite ``value`` at offset ``local`` of each local header, ``central`` of each entry."""
+    data = bytearray(path.read_bytes())
+    for signature, offset in ((b"PK\x03\x04", local), (b"PK\x01\x02", central)):
+        at = data.find(signature)
+        while at >= 0:
+            data[at + offset : at + offset + len(value)] = value
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["encrypted", "unknown compression", "corrupt lzma"])
+def test_an_npz_member_zipfile_cannot_open_is_refused_in_words(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "damaged.npz"
+    lzma = damage == "corrupt lzma"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_LZMA if lzma else 0) as archive:
+        archive.writestr("x_train.npy", _npy(np.zeros((64, 8, 8), dtype=np.float32)))
+        archive.writestr("y_train.npy", _npy(np.zeros(64, dtype=np.int64)))
+    if damage == "encrypted":  # the general-purpose flag's bit 0
+        _patched(path, 6, 8, b"\x01")
+    elif damage == "unknown compression":
+        _patched(path, 8, 10, struct.pack("<H", 99))
+    else:
+        data = bytearray(path.read_bytes())
+        start = data.find(b"PK\x03\x04") + 30 + len("x_train.npy") + 24
+        data[start : start + 64] = bytes(b ^ 0x5A for b in data[start : start + 64])
+        path.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"npz:.*\[x_train\]: "):
+        read_split(f"npz:{path}", "train")
