@@ -29,6 +29,7 @@ process reads each file once.
 from __future__ import annotations
 
 import gzip
+import io
 import lzma
 import math
 import os
@@ -94,6 +95,7 @@ NOT_A_REGULAR_FILE = "not a regular file (a directory, a FIFO or a device)"
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 _NPY_MAGIC = b"\x93NUMPY"
+_READ_CHUNK = 1 << 20
 _ZIP_METHODS = frozenset(
     {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 )
@@ -146,12 +148,30 @@ def read_idx(path: Path, *, source: str | None = None) -> npt.NDArray[np.generic
         if path.exists():
             raise DataError(f"{source}: {NOT_A_REGULAR_FILE}")
         raise DatasetNotFoundError(f"IDX file not found: {source}")
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
+    with path.open("rb") as handle:
+        gzipped = handle.read(2) == b"\x1f\x8b"
+        handle.seek(0)
         try:
-            raw = gzip.decompress(raw)
+            if gzipped:
+                with gzip.GzipFile(fileobj=handle) as stream:
+                    raw, shape = _read_idx_stream(stream, source)
+            else:
+                raw, shape = _read_idx_stream(handle, source)
         except (OSError, EOFError, zlib.error) as exc:
-            raise DataError(f"{source}: corrupt gzip stream ({exc})") from exc
+            what = "corrupt gzip stream" if gzipped else "unreadable"
+            raise DataError(f"{source}: {what} ({exc})") from exc
+    header = 4 + 4 * len(shape)
+    data = np.frombuffer(raw, dtype=_IDX_DTYPES[raw[2]], offset=header).reshape(shape)
+    return data.astype(data.dtype.newbyteorder("="), copy=False)
+
+
+def _read_idx_stream(stream: io.BufferedIOBase, source: str) -> tuple[bytes, tuple[int, ...]]:
+    """Read an IDX file's header, then no more data than it declares (and one byte to tell).
+
+    A gzipped file is inflated only as far as its header's size: a few megabytes may
+    inflate to more than the host's memory. Returns the bytes read and the shape.
+    """
+    raw = stream.read(4)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
         raise DataError(f"{source}: not an IDX file (magic number {raw[:4].hex() or 'empty'})")
     type_code, ndim = raw[2], raw[3]
@@ -160,18 +180,25 @@ def read_idx(path: Path, *, source: str | None = None) -> npt.NDArray[np.generic
     if ndim == 0:
         raise DataError(f"{source}: IDX header declares zero dimensions")
     header = 4 + 4 * ndim
+    raw += stream.read(header - 4)
     if len(raw) < header:
         raise DataError(f"{source}: truncated IDX header ({len(raw)} bytes, need {header})")
     shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    dtype = _IDX_DTYPES[type_code]
-    expected = math.prod(shape) * dtype.itemsize  # Python's integers: no overflow
-    if len(raw) - header != expected:
+    expected = math.prod(shape) * _IDX_DTYPES[type_code].itemsize  # no overflow
+    chunks, held = [raw], 0
+    while held <= expected:
+        chunk = stream.read(min(expected + 1 - held, _READ_CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        held += len(chunk)
+    if held != expected:
+        holds = f"{held}" if held < expected else "more"
         raise DataError(
             f"{source}: header declares shape {shape} ({expected} data bytes) "
-            f"but the file holds {len(raw) - header}"
+            f"but the file holds {holds}"
         )
-    data = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
-    return data.astype(dtype.newbyteorder("="), copy=False)
+    return b"".join(chunks), shape
 
 
 def datasets_dir(root: Path | None = None) -> Path:

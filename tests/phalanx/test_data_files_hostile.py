@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import os
 import struct
+import tracemalloc
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -149,3 +151,25 @@ def test_an_npz_member_zipfile_cannot_open_is_refused_in_words(tmp_path: Path, d
         path.write_bytes(bytes(data))
     with pytest.raises(DataError, match=r"npz:.*\[x_train\]: "):
         read_split(f"npz:{path}", "train")
+
+
+def test_a_gzipped_idx_file_is_not_inflated_past_what_its_header_declares(
+    tmp_path: Path,
+) -> None:
+    # 256 MiB of zeros gzip to 250 KiB; the header declares 16 bytes. Inflated whole,
+    # a few megabytes of such a file take a host's memory before the size is checked.
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    header = bytes([0, 0, 0x08, 1]) + struct.pack(">I", 16)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = bytes(1 << 20)
+    body = [compressor.compress(header)]
+    body += [compressor.compress(chunk) for _ in range(256)]
+    path.write_bytes(b"".join([*body, compressor.flush()]))
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match=r"header declares shape \(16,\) \(16 data bytes\)"):
+            read_idx(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20
