@@ -64,8 +64,8 @@ def create_key_files(path: Path, curve: Curve = "P-256", *, overwrite: bool = Fa
         if target.exists() and not overwrite:
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
     key = generate_private_key(curve)
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:  # a name of its own: OUT's may be as long as a name can be
+        staging = Path(tempfile.mkdtemp(prefix=".keygen-", dir=path.parent))
     except OSError as exc:
         raise _naming(exc, path) from exc
     try:
@@ -75,17 +75,53 @@ def create_key_files(path: Path, curve: Curve = "P-256", *, overwrite: bool = Fa
             save_public_key(staged_public, key.public_key())
         except OSError as exc:
             raise _naming(exc, path) from exc
-        for staged, target in ((staged_public, public_path), (staged_private, path)):
-            try:
-                if overwrite:
-                    os.replace(staged, target)
-                else:  # fails, as O_EXCL would, should the target have appeared meanwhile
-                    os.link(staged, target)
-            except OSError as exc:
-                raise _naming(exc, target) from exc
+        old_public = _kept(public_path, staging / "old.pub") if overwrite else None
+        _place(staged_public, public_path, overwrite=overwrite)
+        try:
+            _place(staged_private, path, overwrite=overwrite)
+        except OSError:
+            _take_back(public_path, staged_public, old_public)
+            raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return KeyFiles(path, public_path, public_key_fingerprint(key.public_key()))
+
+
+def _place(staged: Path, target: Path, *, overwrite: bool) -> None:
+    """Put ``staged`` at ``target``: replacing what is there, or only where nothing is."""
+    try:
+        if overwrite:
+            os.replace(staged, target)
+        else:  # fails, as O_EXCL would, should the target have appeared meanwhile
+            os.link(staged, target)
+    except OSError as exc:
+        raise _naming(exc, target) from exc
+
+
+def _kept(target: Path, backup: Path) -> Path | None:
+    """Link what is at ``target`` (a symlink as itself) to ``backup``; ``None`` if nothing is."""
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _naming(exc, target) from exc
+    return backup
+
+
+def _take_back(public_path: Path, staged_public: Path, old_public: Path | None) -> None:
+    """Undo the public half's placement when the private half could not follow it.
+
+    Never a new public key beside an old (or another process's) private key: the old
+    public key goes back, or, where there was none, the new one goes.
+    """
+    try:
+        if old_public is not None:
+            os.replace(old_public, public_path)
+        elif not staged_public.exists() or os.path.samefile(staged_public, public_path):
+            public_path.unlink()
+    except OSError:
+        pass  # the error that made us undo it is the one to report
 
 
 def _naming(exc: OSError, target: Path) -> OSError:

@@ -288,3 +288,33 @@ def test_client_register_reports_an_unreachable_api(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("error: registration failed:")
     assert "cannot reach" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_client_keygen_takes_the_longest_file_name_its_public_half_allows(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / ("k" * 251)  # OUT.pub is 255 characters, the most a name may have
+
+    result = runner.invoke(app, ["client", "keygen", "--out", str(out)])
+
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name, out.name + ".pub"]
+
+
+def test_client_keygen_leaves_no_public_half_beside_a_private_key_that_won_a_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "client_key"
+    generate = identity.generate_private_key
+
+    def another_keygen_writes_out_meanwhile(curve: key_files.Curve) -> object:
+        out.write_text("another process's key\n")
+        return generate(curve)
+
+    monkeypatch.setattr(key_files, "generate_private_key", another_keygen_writes_out_meanwhile)
+    result = runner.invoke(app, ["client", "keygen", "--out", str(out)])
+
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {out} exists; pass --force to overwrite it\n"
+    assert out.read_text() == "another process's key\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["client_key"]  # no stray .pub
