@@ -8,31 +8,49 @@ SuperLink's own app runtime trust the CA certificate (``ca.pem``).
 
 :func:`ensure_tls_files` is idempotent, so a one-shot service can run it on
 every start: it keeps an existing CA and reissues the server certificate only
-when it is missing, expired soon, or does not cover the requested names.
+when it is missing, expired soon, not its key's, or does not cover the
+requested names. It checks every name
+(:func:`~phalanx.flower.deployment.addresses.check_host_name`) and every file
+it will replace before it writes, and writes all its files or none.
+:func:`check_tls_files` and :func:`read_certificates` check, before a process
+is started with them, the files a SuperLink serves and a client trusts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import ipaddress
 import os
-from collections.abc import Iterable, Sequence
+import stat
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from phalanx.flower.deployment.addresses import (
+    HOST_NAME_RULE,
+    HostNameError,
+    check_host_name,
+    parse_ip,
+)
 
 __all__ = [
     "DEFAULT_SERVER_NAMES",
     "CertificateAuthority",
+    "CertificateFileError",
     "TlsFiles",
+    "check_tls_files",
     "create_certificate_authority",
     "ensure_tls_files",
     "issue_server_certificate",
     "load_certificate_authority",
+    "read_certificates",
     "server_names",
 ]
 
@@ -43,7 +61,15 @@ CA_VALID_DAYS = 3650
 SERVER_VALID_DAYS = 397
 RENEW_BEFORE = datetime.timedelta(days=30)
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+MAX_PEM_BYTES = 1 << 20
+"""The largest PEM file read; a system's whole CA bundle is about 200 kB."""
+
+MAX_COMMON_NAME = 64
+"""X.509's upper bound on a common name; a longer host name is in the certificate's SAN only."""
+
+
+class CertificateFileError(ValueError):
+    """A TLS file that is missing, unreadable, or not what it should be; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -159,14 +185,20 @@ def issue_server_certificate(
     ------
     ValueError
         When ``names`` is empty or a name is blank.
+    HostNameError
+        When a name is neither an IP address nor a host name (:data:`HOST_NAME_RULE`).
     """
     if not names or any(not n.strip() for n in names):
         raise ValueError("a server certificate needs at least one non-blank host name or IP")
+    for name in names:
+        check_host_name(name.strip())
+    first = names[0].strip()
+    common_name = first if len(first) <= MAX_COMMON_NAME else "Phalanx SuperLink"
     start = _start(now)
     key = ec.generate_private_key(ec.SECP256R1())
     certificate = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca.certificate.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -210,20 +242,66 @@ def server_names(certificate: x509.Certificate) -> frozenset[str]:
     return frozenset([*dns, *(str(ip) for ip in ips)])
 
 
+def read_certificates(path: Path) -> list[x509.Certificate]:
+    """Read the PEM certificates in ``path``, e.g. the CA file a client trusts.
+
+    Raises
+    ------
+    CertificateFileError
+        When ``path`` does not exist, is not a readable regular file (a FIFO is
+        not waited on), or holds no PEM certificate.
+    """
+    data = _read_pem_file(path)
+    try:
+        return x509.load_pem_x509_certificates(data)
+    except ValueError as exc:
+        raise CertificateFileError(
+            f"{path} holds no PEM certificate ('-----BEGIN CERTIFICATE-----')"
+        ) from exc
+
+
+def check_tls_files(files: TlsFiles) -> None:
+    """Check the files a SuperLink serves TLS with before it is started with them.
+
+    Raises
+    ------
+    CertificateFileError
+        When the directory or a file in it is missing (all missing files are
+        named), a file holds no PEM certificate or private key, or the server
+        key does not belong to the server certificate.
+    """
+    directory = files.directory
+    if not directory.is_dir():
+        raise CertificateFileError(
+            f"{directory} {'is not a directory' if directory.exists() else 'does not exist'}"
+        )
+    needed = (files.ca_certificate, files.server_certificate, files.server_key)
+    missing = [path.name for path in needed if not path.exists()]
+    if missing:
+        raise CertificateFileError(f"{directory} has no {', '.join(missing)}")
+    read_certificates(files.ca_certificate)
+    server = read_certificates(files.server_certificate)[0]
+    if _read_private_key(files.server_key).public_key() != server.public_key():
+        raise CertificateFileError(
+            f"{files.server_key} is not the key of {files.server_certificate}"
+        )
+
+
 def load_certificate_authority(files: TlsFiles) -> CertificateAuthority:
     """Read the CA written by :func:`ensure_tls_files`.
 
     Raises
     ------
-    ValueError
-        When the key is not an EC key or does not belong to the certificate.
+    CertificateFileError
+        When a file is unreadable or holds no PEM, the key is not an EC key, or
+        it does not belong to the certificate.
     """
-    certificate = x509.load_pem_x509_certificate(files.ca_certificate.read_bytes())
-    key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+    certificate = read_certificates(files.ca_certificate)[0]
+    key = _read_private_key(files.ca_key)
     if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise ValueError(f"{files.ca_key} is not an EC private key")
+        raise CertificateFileError(f"{files.ca_key} is not an EC private key")
     if key.public_key() != certificate.public_key():
-        raise ValueError(f"{files.ca_key} does not belong to {files.ca_certificate}")
+        raise CertificateFileError(f"{files.ca_key} does not belong to {files.ca_certificate}")
     return CertificateAuthority(certificate=certificate, private_key=key)
 
 
@@ -236,8 +314,11 @@ def ensure_tls_files(
     """Create the CA and the SuperLink certificate in ``directory`` unless they are fine already.
 
     The CA is created once and kept. The server certificate is (re)issued when
-    it is missing, expires within 30 days, was not signed by this CA, or does
-    not cover every name in ``names``.
+    it is missing or unreadable, expires within 30 days, was not signed by this
+    CA, is not its key's, or does not cover every name in ``names``. Nothing is
+    written until every name and every file to replace has been checked, and
+    then the new files are written beside the old ones and renamed into place:
+    a failure leaves the directory as it was (and does not create it).
 
     Parameters
     ----------
@@ -252,21 +333,35 @@ def ensure_tls_files(
     -------
     TlsFiles
         The paths of the four files.
+
+    Raises
+    ------
+    HostNameError
+        When a name is neither an IP address nor a host name, or none is given.
+    CertificateFileError
+        When ``directory`` is not a directory, a file to replace is a directory,
+        or the CA there cannot be read.
+    OSError
+        When a file cannot be written.
     """
-    wanted = list(dict.fromkeys(n.strip() for n in names))
+    wanted = list(dict.fromkeys(check_host_name(n.strip()) for n in names))
+    if not wanted:
+        raise HostNameError(f"a server certificate needs a name: {HOST_NAME_RULE}")
     files = TlsFiles(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise CertificateFileError(f"{directory} is not a directory")
+    writes: dict[Path, tuple[bytes, int]] = {}
     if files.ca_certificate.is_file() and files.ca_key.is_file():
         ca = load_certificate_authority(files)
     else:
         ca = create_certificate_authority(now=now)
-        _write(files.ca_key, _private_pem(ca.private_key), mode=0o600)
-        _write(files.ca_certificate, ca.certificate.public_bytes(serialization.Encoding.PEM))
-    if _server_certificate_is_current(files, ca, wanted, _start(now)):
-        return files
-    certificate, key = issue_server_certificate(ca, wanted, now=now)
-    _write(files.server_key, _private_pem(key), mode=0o600)
-    _write(files.server_certificate, certificate.public_bytes(serialization.Encoding.PEM))
+        writes[files.ca_key] = (_private_pem(ca.private_key), 0o600)
+        writes[files.ca_certificate] = (_certificate_pem(ca.certificate), 0o644)
+    if writes or not _server_certificate_is_current(files, ca, wanted, _start(now)):
+        certificate, key = issue_server_certificate(ca, wanted, now=now)
+        writes[files.server_key] = (_private_pem(key), 0o600)
+        writes[files.server_certificate] = (_certificate_pem(certificate), 0o644)
+    _write_all(directory, writes)
     return files
 
 
@@ -275,7 +370,13 @@ def _server_certificate_is_current(
 ) -> bool:
     if not (files.server_certificate.is_file() and files.server_key.is_file()):
         return False
-    certificate = x509.load_pem_x509_certificate(files.server_certificate.read_bytes())
+    try:
+        certificate = read_certificates(files.server_certificate)[0]
+        key = _read_private_key(files.server_key)
+    except CertificateFileError:
+        return False  # derived from the CA: reissued rather than refused
+    if key.public_key() != certificate.public_key():
+        return False
     if certificate.issuer != ca.certificate.subject:
         return False
     try:
@@ -290,20 +391,13 @@ def _server_certificate_is_current(
 def _general_names(names: Sequence[str]) -> list[x509.GeneralName]:
     out: list[x509.GeneralName] = []
     for name in dict.fromkeys(n.strip() for n in names):
-        ip = _ip(name)
+        ip = parse_ip(name)
         out.append(x509.IPAddress(ip) if ip is not None else x509.DNSName(name))
     return out
 
 
-def _ip(name: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(name)
-    except ValueError:
-        return None
-
-
 def _canonical(name: str) -> str:
-    ip = _ip(name)
+    ip = parse_ip(name)
     return str(ip) if ip is not None else name
 
 
@@ -320,11 +414,76 @@ def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Write ``data`` atomically with ``mode`` (a half-written key never appears)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as handle:
-        os.fchmod(handle.fileno(), mode)
-        handle.write(data)
-    tmp.replace(path)
+def _certificate_pem(certificate: x509.Certificate) -> bytes:
+    return certificate.public_bytes(serialization.Encoding.PEM)
+
+
+def _read_pem_file(path: Path) -> bytes:
+    """Return the bytes of ``path`` if it is a readable regular file of PEM size."""
+    try:
+        # Non-blocking, so that opening a FIFO does not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise CertificateFileError(f"{path} does not exist") from exc
+    except OSError as exc:
+        raise CertificateFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise CertificateFileError(f"{path} is a directory, not a PEM file")
+        if not stat.S_ISREG(info.st_mode):
+            raise CertificateFileError(f"{path} is not a regular file")
+        if info.st_size > MAX_PEM_BYTES:
+            raise CertificateFileError(
+                f"{path} has {info.st_size} bytes, more than a PEM file ({MAX_PEM_BYTES})"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_PEM_BYTES + 1)
+    except OSError as exc:
+        raise CertificateFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def _read_private_key(path: Path) -> PrivateKeyTypes:
+    data = _read_pem_file(path)
+    try:
+        return serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise CertificateFileError(f"{path} holds no unencrypted PEM private key") from exc
+
+
+def _write_all(directory: Path, writes: Mapping[Path, tuple[bytes, int]]) -> None:
+    """Write every file of ``writes`` (path -> data, mode) into ``directory``, or none.
+
+    Each file is first written in full beside its target (``.NAME.tmp``), then
+    all are renamed into place; a failure before the renames removes what was
+    staged, and the directory too when it was created here. The targets are
+    checked first so that the renames do not fail on a directory in the way.
+    A crash between two renames leaves what the next run replaces: a CA with
+    one of its two files, or a server certificate not of this CA or its key.
+    """
+    for path in writes:
+        if path.is_dir():
+            raise CertificateFileError(f"{path} is a directory, not a file it can replace")
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, (data, mode) in writes.items():
+            tmp = path.with_name(f".{path.name}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)
+                handle.write(data)
+    except BaseException:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        if created:
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    for tmp, path in staged:
+        tmp.replace(path)

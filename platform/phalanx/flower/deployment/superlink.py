@@ -39,6 +39,7 @@ from phalanx.flower.deployment.processes import (
 __all__ = [
     "RunningSuperLink",
     "SuperLinkOptions",
+    "health_problem",
     "health_url",
     "host_port",
     "is_healthy",
@@ -131,12 +132,37 @@ def health_url(address: str) -> str:
 
 def is_healthy(address: str, ca_certificate: Path, *, timeout: float = 2.0) -> bool:
     """Whether the SuperLink at ``address`` answers its health check over verified TLS."""
+    return health_problem(address, ca_certificate, timeout=timeout) is None
+
+
+def health_problem(address: str, ca_certificate: Path, *, timeout: float = 2.0) -> str | None:
+    """Say in one line why the SuperLink at ``address`` fails its health check, if it does.
+
+    Parameters
+    ----------
+    address : str
+        ``host:port`` of the SuperLink.
+    ca_certificate : Path
+        The CA its TLS certificate must be signed by.
+    timeout : float
+        Seconds to wait for the answer.
+
+    Returns
+    -------
+    str or None
+        ``None`` when the SuperLink answers 200 over verified TLS; otherwise why
+        not, e.g. ``[Errno 111] Connection refused`` or a certificate that does
+        not verify.
+    """
     context = ssl.create_default_context(cafile=str(ca_certificate))
     try:
         response = httpx.get(health_url(address), verify=context, timeout=timeout)
-    except httpx.HTTPError:
-        return False
-    return response.status_code == httpx.codes.OK
+    except httpx.HTTPError as exc:
+        lines = str(exc).strip().splitlines()
+        return lines[0] if lines else type(exc).__name__
+    if response.status_code != httpx.codes.OK:
+        return f"its health check answered HTTP {response.status_code}"
+    return None
 
 
 def start_superlink(
