@@ -181,18 +181,13 @@ def _check_root_certificates(path: Path) -> None:
     ``flower-supernode`` would fail deep in its TLS set-up with a traceback and keep
     running without ever connecting.
     """
-    from cryptography import x509
+    from phalanx.flower.deployment.certificates import CertificateFileError, read_certificates
 
     try:
-        x509.load_pem_x509_certificates(path.read_bytes())
-    except OSError as exc:
+        read_certificates(path)
+    except CertificateFileError as exc:
         raise typer.BadParameter(
-            f"cannot read {path}: {exc.strerror or exc}", param_hint="--root-certificates"
-        ) from exc
-    except ValueError as exc:
-        raise typer.BadParameter(
-            f"{path} holds no PEM CA certificate ('-----BEGIN CERTIFICATE-----'); give the CA "
-            "that signed the SuperLink's certificate (ca.pem)",
+            f"{exc}; give the CA that signed the SuperLink's certificate (ca.pem)",
             param_hint="--root-certificates",
         ) from exc
 

@@ -10,6 +10,7 @@ fail: the command goes on to exec Flower (stubbed here so the test process survi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,21 @@ def test_a_real_ca_certificate_goes_through_to_flower(
     )
     assert result.exit_code == 0, result.output
     assert no_exec and Path(no_exec[0][0]).name == "flower-supernode"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_root_certificates_path_that_is_no_regular_file_is_refused_unread(
+    tmp_path: Path, client_key: Path, kind: str, no_exec: list[list[str]]
+) -> None:
+    ca = tmp_path / "ca.pem"
+    if kind == "fifo":
+        os.mkfifo(ca)  # read, it would wait for a writer for ever
+    else:
+        ca.mkdir()
+    args = ["client", "start", "--superlink", "127.0.0.1:9", "--client-id", "c1"]
+    args += ["--root-certificates", str(ca), "--key", str(client_key)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "500"})
+    assert no_exec == []
+    assert result.exit_code == 2
+    assert "Invalid value for --root-certificates" in result.output
+    assert "Traceback" not in result.output

@@ -44,7 +44,16 @@ _PAGE = 500
 
 
 class AdmissionError(RuntimeError):
-    """A client cannot be admitted to (or removed from) the SuperLink; the message says why."""
+    """A client cannot be admitted to (or removed from) the SuperLink; the message says why.
+
+    ``lasting``: trying again cannot help (the key is known to the SuperLink already,
+    the client is not approved); otherwise the SuperLink may have been out of reach
+    for a moment, and the next try may succeed.
+    """
+
+    def __init__(self, message: str, *, lasting: bool = True) -> None:
+        super().__init__(message)
+        self.lasting = lasting
 
 
 @dataclass
@@ -54,6 +63,8 @@ class Reconciliation:
     admitted: dict[str, int] = field(default_factory=dict)
     banned: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    lasting: set[str] = field(default_factory=set)
+    """The clients of ``errors`` that trying again cannot help."""
 
 
 def supernode_name(client_id: str) -> str:
@@ -91,7 +102,9 @@ def admit_client(session: Session, client_id: str, control: FlowerControl) -> in
                 "a key twice, even after unregistering it); if it was banned, the client must "
                 "enroll a new key, otherwise find its node with `flwr supernode list`"
             ) from exc
-        raise AdmissionError(f"the SuperLink refused client {client_id}: {exc}") from exc
+        raise AdmissionError(
+            f"the SuperLink refused client {client_id}: {exc}", lasting=False
+        ) from exc
     client.flower_node_id = node_id
     session.flush()
     return node_id
@@ -117,7 +130,9 @@ def ban_client(session: Session, client_id: str, control: FlowerControl) -> int 
     try:
         control.unregister_supernode(node_id)
     except ControlError as exc:
-        raise AdmissionError(f"the SuperLink refused to unregister node {node_id}: {exc}") from exc
+        raise AdmissionError(
+            f"the SuperLink refused to unregister node {node_id}: {exc}", lasting=False
+        ) from exc
     client.flower_node_id = None
     session.flush()
     return node_id
@@ -141,8 +156,8 @@ def reconcile(
     control : FlowerControl
         The SuperLink's Control API.
     skip : iterable of str
-        Client ids not to try (e.g. those that failed before, to avoid retrying
-        a refusal on every poll).
+        Client ids not to try (those refused for good before, to avoid retrying a
+        lasting refusal on every poll).
     """
     result = Reconciliation()
     skipped = set(skip)
@@ -157,6 +172,8 @@ def reconcile(
                 result.admitted[client_id] = admit_client(session, client_id, control)
         except AdmissionError as exc:
             result.errors[client_id] = str(exc)
+            if exc.lasting:
+                result.lasting.add(client_id)
     for client_id in to_ban:
         if client_id in skipped:
             continue
@@ -167,6 +184,8 @@ def reconcile(
                 result.banned[client_id] = node_id
         except AdmissionError as exc:
             result.errors[client_id] = str(exc)
+            if exc.lasting:
+                result.lasting.add(client_id)
     return result
 
 

@@ -108,6 +108,8 @@ class DeploymentBackend:
     log_dir: Path
     report: Callable[[str], None] = print
     refused: set[str] = field(default_factory=set)
+    told: dict[str, str] = field(default_factory=dict)
+    """The last reason reported for each client not admitted, so that it is said once."""
 
     def poll(self) -> None:
         """Admit approved clients (every turn of the dispatcher loop)."""
@@ -116,7 +118,10 @@ class DeploymentBackend:
     def admit(self) -> None:
         """Bring the SuperLink's registered keys in line with the approved clients.
 
-        A client the SuperLink refuses is reported once, not on every poll.
+        A client the SuperLink refuses for good (its key registered before) is
+        reported once and not tried again; one that failed otherwise (the SuperLink
+        out of reach for a moment) is tried again on every poll, its reason reported
+        when it changes.
         """
         try:
             done = reconcile(self.sessions, self.control, skip=self.refused)
@@ -124,12 +129,17 @@ class DeploymentBackend:
             self.report(f"cannot reach the SuperLink's Control API: {exc}")
             return
         for client_id, node_id in done.admitted.items():
+            self.told.pop(client_id, None)
             self.report(f"client {client_id} admitted to the SuperLink as node {node_id}")
         for client_id, node_id in done.banned.items():
+            self.told.pop(client_id, None)
             self.report(f"client {client_id} banned: node {node_id} unregistered")
         for client_id, reason in done.errors.items():
-            self.refused.add(client_id)
-            self.report(f"client {client_id} not admitted: {reason}")
+            if client_id in done.lasting:
+                self.refused.add(client_id)
+            if self.told.get(client_id) != reason:
+                self.told[client_id] = reason
+                self.report(f"client {client_id} not admitted: {reason}")
 
     def check(self, config: RunConfig) -> None:
         """Nothing to check here: the data lives with the clients."""
