@@ -164,15 +164,17 @@ def admit(
 ) -> None:
     """Register approved clients' keys with the SuperLink; unregister banned clients.
 
-    Without --watch, a SuperLink that cannot be reached is an error (exit 1); with
-    it, that is reported when it starts and when it ends, and the polling goes on.
+    Without --watch, a SuperLink that cannot be reached, or a client it refuses, is an
+    error (exit 1); with it, that is reported when it starts and when it ends, and the
+    polling goes on.
     """
     from phalanx.flower.deployment.superlink import health_problem
 
     _check_root_certificates(root_certificates)
     if watch is None:
         _reach(superlink, root_certificates)
-        _backend(superlink, root_certificates).admit()
+        if not _backend(superlink, root_certificates).admit():
+            raise FailedError("not every client could be brought in line (each is named above)")
         return
     backend = _backend(superlink, root_certificates)
     unreachable = False

@@ -28,7 +28,9 @@ from phalanx.flower.deployment.certificates import TlsFiles, ensure_tls_files, s
 from phalanx.flower.deployment.processes import free_port
 from phalanx.flower.deployment.superlink import RunningSuperLink
 from phalanx.settings import get_settings
+from phalanx.store import ClientStatus, clients, make_engine, session_factory
 from phalanx_cli.main import app
+from tests.support.deployment import add_client
 
 WIDE = {"COLUMNS": "500"}
 """Click's error box wraps at the terminal's width; wide, each message stays on one line."""
@@ -372,10 +374,21 @@ def test_admit_against_a_live_superlink_exits_0(
     monkeypatch.setenv("PHALANX_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("PHALANX_DATABASE_URL", migrated_sqlite_url)
     get_settings.cache_clear()
+    sessions = session_factory(make_engine(migrated_sqlite_url))
+    client_id, _ = add_client(sessions, "edge")
     try:
         args = ["--superlink", link.address, "--root-certificates", str(link.tls.ca_certificate)]
         result = _deploy("admit", *args)
         probe = _deploy("probe-superlink", *args)
+        # Banned, then approved again: Flower never registers a key twice.
+        for status in (ClientStatus.BANNED, ClientStatus.APPROVED):
+            with sessions.begin() as session:
+                clients.set_client_status(session, client_id, status)
+            again = _deploy("admit", *args)
     finally:
         get_settings.cache_clear()
     assert (result.exit_code, probe.exit_code) == (0, 0), result.output + probe.output
+    assert f"client {client_id} admitted to the SuperLink" in result.output
+    assert again.exit_code == 1
+    assert "enroll a new key" in again.output
+    assert "error: not every client could be brought in line" in again.output

@@ -65,6 +65,8 @@ class Reconciliation:
     errors: dict[str, str] = field(default_factory=dict)
     lasting: set[str] = field(default_factory=set)
     """The clients of ``errors`` that trying again cannot help."""
+    skipped: set[str] = field(default_factory=set)
+    """Clients to admit or unregister that were not tried (``skip``)."""
 
 
 def supernode_name(client_id: str) -> str:
@@ -166,6 +168,7 @@ def reconcile(
         to_ban = _client_ids(session, ClientStatus.BANNED, has_node=True)
     for client_id in to_admit:
         if client_id in skipped:
+            result.skipped.add(client_id)
             continue
         try:
             with sessions.begin() as session:
@@ -176,6 +179,7 @@ def reconcile(
                 result.lasting.add(client_id)
     for client_id in to_ban:
         if client_id in skipped:
+            result.skipped.add(client_id)
             continue
         try:
             with sessions.begin() as session:

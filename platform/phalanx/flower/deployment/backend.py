@@ -115,8 +115,10 @@ class DeploymentBackend:
         """Admit approved clients (every turn of the dispatcher loop)."""
         self.admit()
 
-    def admit(self) -> None:
+    def admit(self) -> bool:
         """Bring the SuperLink's registered keys in line with the approved clients.
+
+        Returns whether every client was brought in line (none refused or out of reach).
 
         A client the SuperLink refuses for good (its key registered before) is
         reported once and not tried again; one that failed otherwise (the SuperLink
@@ -127,7 +129,7 @@ class DeploymentBackend:
             done = reconcile(self.sessions, self.control, skip=self.refused)
         except ControlError as exc:
             self.report(f"cannot reach the SuperLink's Control API: {exc}")
-            return
+            return False
         for client_id, node_id in done.admitted.items():
             self.told.pop(client_id, None)
             self.report(f"client {client_id} admitted to the SuperLink as node {node_id}")
@@ -140,6 +142,7 @@ class DeploymentBackend:
             if self.told.get(client_id) != reason:
                 self.told[client_id] = reason
                 self.report(f"client {client_id} not admitted: {reason}")
+        return not done.errors and not done.skipped
 
     def check(self, config: RunConfig) -> None:
         """Nothing to check here: the data lives with the clients."""

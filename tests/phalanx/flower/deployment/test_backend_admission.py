@@ -46,8 +46,7 @@ def test_a_client_the_superlink_could_not_hear_is_admitted_once_it_can(
     lines: list[str] = []
     backend = DeploymentBackend(sqlite_sessions, control, tmp_path, report=lines.append)
 
-    for _ in range(3):
-        backend.admit()
+    assert [backend.admit() for _ in range(3)] == [False, False, True]
 
     assert _node_id(sqlite_sessions, client_id) == 7
     assert lines == [
@@ -65,8 +64,8 @@ def test_a_key_the_superlink_knows_already_is_refused_once_and_not_tried_again(
     lines: list[str] = []
     backend = DeploymentBackend(sqlite_sessions, control, tmp_path, report=lines.append)
 
-    for _ in range(3):
-        backend.admit()  # a second try would pop from an empty script
+    # The client is not tried again (the script has no second answer), nor is it admitted.
+    assert [backend.admit() for _ in range(3)] == [False, False, False]
 
     assert _node_id(sqlite_sessions, client_id) is None
     assert len(lines) == 1 and "enroll a new key" in lines[0]
