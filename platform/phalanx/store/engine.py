@@ -215,7 +215,12 @@ def create_private_file(path: Path) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE))
+        created = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SQLITE_FILE_MODE)
+        try:
+            facts = os.fstat(created)
+            _CHECKED_FILES.add((facts.st_dev, facts.st_ino))  # ours, empty: no header to read
+        finally:
+            os.close(created)
     except FileExistsError:
         check_sqlite_file(path)
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -232,17 +237,35 @@ def create_private_file(path: Path) -> None:
 def check_sqlite_file(path: Path) -> None:
     """Refuse a database path that is not an SQLite database (or an empty file to become one).
 
+    The header of each file is read once per process, before the process connects to
+    it: SQLite locks the file with POSIX locks, and a process loses all of those when
+    it closes any descriptor of the file. Read again beside open connections, it let
+    another process's last connection take the database for unused and delete its
+    WAL, and this process's connections read a stale snapshot from then on.
+
     Raises
     ------
     NotADatabaseError
         Naming the path, before anything is read from it or written to it.
     """
-    if not path.is_file():
+    try:
+        facts = path.stat()
+    except OSError:
+        facts = None
+    if facts is None or not stat.S_ISREG(facts.st_mode):
         raise NotADatabaseError(f"the database path {path} is not a regular file")
+    key = (facts.st_dev, facts.st_ino)
+    if key in _CHECKED_FILES:
+        return
     with path.open("rb") as handle:
         head = handle.read(len(SQLITE_HEADER))
     if head and head != SQLITE_HEADER:
         raise NotADatabaseError(f"the database file {path} is not an SQLite database")
+    _CHECKED_FILES.add(key)
+
+
+_CHECKED_FILES: set[tuple[int, int]] = set()
+"""The (device, inode) of each database file this process checked: never opened again."""
 
 
 def session_factory(engine: Engine, *, read_only: bool = False) -> sessionmaker[Session]:
