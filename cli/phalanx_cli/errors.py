@@ -12,6 +12,11 @@ Click's usage errors (a missing argument, an unknown option) keep their form.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -28,6 +33,9 @@ FAILURE_EXIT = 1
 
 INTERRUPTED_EXIT = 130
 """Exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it)."""
+
+INTERRUPTED_GRACE_S = 10.0
+"""Seconds an interrupted process waits at its exit for threads still running, then ends."""
 
 
 SERVER_MODULES = frozenset(
@@ -114,15 +122,66 @@ class ReportingGroup(TyperGroup):
         """Run the command; report an escaping exception in one line unless debugging."""
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
+        except click.exceptions.Exit as exit_:
+            if exit_.exit_code == INTERRUPTED_EXIT:  # a run that said where it stopped
+                end_even_if_threads_are_stuck()
+            raise
+        except (click.ClickException, click.Abort):
             raise  # click prints these itself, in their usual form
         except KeyboardInterrupt:
             if ctx.params.get("debug"):
                 raise
             click.echo("interrupted", err=True)
+            end_even_if_threads_are_stuck()
             raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
             click.echo(f"error: {cause(exc)}", err=True)
             raise click.exceptions.Exit(exit_status(exc)) from exc
+
+
+def end_even_if_threads_are_stuck(grace: float = INTERRUPTED_GRACE_S) -> None:
+    """Make sure a process stopped by Ctrl-C ends, with status 130, once it has said so.
+
+    Ctrl-C reaches a run's own Ray as well: its actors die, and the simulation
+    engine's worker threads wait for ever on tasks that can no longer answer. Python
+    waits for such threads before it exits, so the process hung after its last line.
+    At the process's exit (once, and not before), a watchdog gives the threads
+    ``grace`` seconds, then ends the process with :data:`INTERRUPTED_EXIT`, its output
+    flushed. A process whose threads end in time exits as usual.
+    """
+    global _GUARDED  # one watchdog per process
+    if _GUARDED:
+        return
+    _GUARDED = True
+
+    def watch() -> None:
+        if any(t.is_alive() and not t.daemon for t in _other_threads()):
+            timer = threading.Timer(grace, _end_now)
+            timer.daemon = True
+            timer.start()
+
+    # Threading's own exit hooks run before it joins the threads (concurrent.futures
+    # joins its workers there); atexit's would run only after, too late.
+    register: Callable[[Callable[[], None]], None] | None = getattr(
+        threading, "_register_atexit", None
+    )
+    if register is None:
+        watch()
+    else:
+        register(watch)
+
+
+_GUARDED = False
+
+
+def _other_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t is not threading.current_thread()]
+
+
+def _end_now() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stream
+            stream.flush()
+    os._exit(INTERRUPTED_EXIT)

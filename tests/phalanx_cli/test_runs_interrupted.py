@@ -148,3 +148,20 @@ def test_a_deployed_run_left_by_its_coordinator_is_said_to_go_on_on_its_superlin
     assert coordinator_interrupted(sessions, None) == (
         "interrupted: the coordinator stopped between runs"
     )
+
+
+def test_ctrl_c_stops_a_run_on_its_own_ray_whose_tasks_are_out(tmp_path: Path) -> None:
+    # A terminal's Ctrl-C reaches the run's own Ray too: its actors die with tasks
+    # out, and the engine's worker threads waited on them for ever, so the process
+    # hung after saying it was interrupted (and its workers logged tracebacks).
+    config = tmp_path / "run.toml"
+    text = (ROOT / "examples" / "quick-digits.toml").read_text()
+    config.write_text(text.replace("rounds = 10", "rounds = 5000"))
+    url = f"sqlite:///{tmp_path / 'data' / 'phalanx.db'}"
+    env = {**os.environ, "PHALANX_DATA_DIR": str(tmp_path / "data")}
+
+    status, stderr = _interrupt_after_two_rounds(["run", str(config)], env, url)
+
+    assert status == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith("interrupted: run ")

@@ -8,19 +8,40 @@ An :class:`Interruption` hands the ServerApp a Grid that raises
 :class:`InterruptedRunError` at its next use once the interruption is set, so the
 coordinator stops between two looks at the Grid (a round being recorded is
 recorded whole), and lets the main thread wait for it.
+
+Ctrl-C reaches the run's own Ray too (its processes share the terminal's process
+group): its actors die, and the engine's worker threads log each task they lose,
+with a traceback, as the engine shuts down. :meth:`Interruption.on_ctrl_c` sets the
+interruption the moment Ctrl-C arrives and drops the engine's error records from
+then on: the operator is told where the run stopped, in one line, instead.
 """
 
 from __future__ import annotations
 
+import logging
+import signal
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 __all__ = ["InterruptedRunError", "Interruption", "StoppableGrid"]
+
+
+class _QuietOnceStopped(logging.Filter):
+    """Drop error records once ``stop`` is set: what a stopping engine reports of its end."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self._stop = stop
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self._stop.is_set() and record.levelno >= logging.ERROR)
 
 
 class InterruptedRunError(Exception):
@@ -101,6 +122,46 @@ class Interruption:
 
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
+    _quiet: _QuietOnceStopped | None = field(default=None, init=False, repr=False)
+
+    @contextmanager
+    def on_ctrl_c(self, logger: logging.Logger) -> Iterator[None]:
+        """Within the block, Ctrl-C sets the interruption at once; ``logger``'s errors go after it.
+
+        Ctrl-C still raises :class:`KeyboardInterrupt` (or does what the handler before
+        did). The signal is handled only when the block runs in the main thread and
+        Ctrl-C is not ignored (a background job's). The filter on ``logger`` is removed
+        on leaving the block unless Ctrl-C came, since the engine's threads go on
+        logging as they stop (see :meth:`release`).
+        """
+        self._quiet = _QuietOnceStopped(self.stop)
+        logger.addFilter(self._quiet)
+        main = threading.current_thread() is threading.main_thread()
+        before = signal.getsignal(signal.SIGINT) if main else None
+        handle = main and before not in (None, signal.SIG_IGN)  # ignored: left ignored
+
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
+            self.stop.set()
+            if callable(before):
+                before(signum, frame)
+            else:
+                raise KeyboardInterrupt
+
+        if handle:
+            signal.signal(signal.SIGINT, on_sigint)
+        try:
+            yield
+        finally:
+            if handle and before is not None:
+                signal.signal(signal.SIGINT, before)
+            if not self.stop.is_set():
+                self.release(logger)
+
+    def release(self, logger: logging.Logger) -> None:
+        """Remove the filter :meth:`on_ctrl_c` put on ``logger`` (kept after a Ctrl-C)."""
+        if self._quiet is not None:
+            logger.removeFilter(self._quiet)
+            self._quiet = None
 
     def grid(self, grid: Grid) -> Grid:
         """Return ``grid`` made stoppable, and remember the thread the ServerApp runs in."""

@@ -275,7 +275,7 @@ class SimulationEngine:
         server_app = build_server_app(
             config, roster, drive, window=window, batch=self.batch, interruption=interruption
         )
-        with quiet_flower():
+        with quiet_flower(), interruption.on_ctrl_c(FLOWER_LOGGER):
             try:
                 run_simulation(
                     server_app=server_app,

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import threading
 
 import pytest
+from flwr.common.logger import FLOWER_LOGGER
 
 from phalanx.flower.interruption import InterruptedRunError, Interruption, StoppableGrid
 from tests.support.idle_grid import IdleGrid
@@ -54,3 +58,42 @@ def test_interrupting_before_the_serverapp_started_stops_it_at_its_first_look() 
     assert interruption.interrupt(timeout=0)
     with pytest.raises(InterruptedRunError):
         interruption.grid(IdleGrid([7, 8])).get_node_ids()
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_ctrl_c_sets_the_interruption_at_once_and_quiets_the_engines_errors_after_it() -> None:
+    # Ctrl-C reaches the run's own Ray too: its actors die, and Flower's worker threads
+    # logged each lost task with a traceback (ERROR) while the engine shut down.
+    interruption = Interruption()
+    kept = _Kept()
+    FLOWER_LOGGER.addHandler(kept)
+    try:
+        with pytest.raises(KeyboardInterrupt), interruption.on_ctrl_c(FLOWER_LOGGER):
+            FLOWER_LOGGER.error("an error before Ctrl-C")
+            os.kill(os.getpid(), signal.SIGINT)
+            threading.Event().wait(60)  # the main thread waits, as the engine's does
+        assert interruption.stop.is_set()
+        FLOWER_LOGGER.error("Traceback (most recent call last): ActorDiedError")
+        FLOWER_LOGGER.warning("a warning after Ctrl-C")
+    finally:
+        FLOWER_LOGGER.removeHandler(kept)
+        interruption.release(FLOWER_LOGGER)
+    assert kept.messages == ["an error before Ctrl-C", "a warning after Ctrl-C"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_run_that_was_not_interrupted_leaves_the_logger_and_ctrl_c_as_they_were() -> None:
+    interruption = Interruption()
+    filters = list(FLOWER_LOGGER.filters)
+    with interruption.on_ctrl_c(FLOWER_LOGGER):
+        pass
+    assert FLOWER_LOGGER.filters == filters and not interruption.stop.is_set()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
