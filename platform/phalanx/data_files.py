@@ -185,6 +185,12 @@ def _read_idx_stream(stream: io.BufferedIOBase, source: str) -> tuple[bytes, tup
         raise DataError(f"{source}: truncated IDX header ({len(raw)} bytes, need {header})")
     shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     expected = math.prod(shape) * _IDX_DTYPES[type_code].itemsize  # no overflow
+    memory = _host_memory()
+    if memory is not None and expected > memory:  # a true header can still ask too much
+        raise DataError(
+            f"{source}: shape {shape} is {expected:,} bytes, more than this host's memory "
+            f"({memory:,} bytes)"
+        )
     chunks, held = [raw], 0
     while held <= expected:
         chunk = stream.read(min(expected + 1 - held, _READ_CHUNK))
