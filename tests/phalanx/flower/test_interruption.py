@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
 import pytest
 from flwr.common.logger import FLOWER_LOGGER
@@ -69,6 +70,20 @@ class _Kept(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+@pytest.fixture
+def ctrl_c_at_its_default() -> Iterator[None]:
+    """SIGINT as a terminal's foreground job has it: a test process may have it ignored.
+
+    (pytest-xdist's workers, and a suite started in the background, ignore SIGINT.)
+    """
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.usefixtures("ctrl_c_at_its_default")
 def test_ctrl_c_sets_the_interruption_at_once_and_quiets_the_engines_errors_after_it() -> None:
     # Ctrl-C reaches the run's own Ray too: its actors die, and Flower's worker threads
     # logged each lost task with a traceback (ERROR) while the engine shut down.
@@ -90,6 +105,7 @@ def test_ctrl_c_sets_the_interruption_at_once_and_quiets_the_engines_errors_afte
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@pytest.mark.usefixtures("ctrl_c_at_its_default")
 def test_a_run_that_was_not_interrupted_leaves_the_logger_and_ctrl_c_as_they_were() -> None:
     interruption = Interruption()
     filters = list(FLOWER_LOGGER.filters)

@@ -33,6 +33,7 @@ def started(
         drive: object,
         window: int | None = None,
         batch: bool = False,
+        interruption: object = None,
     ) -> None:
         seen["window"], seen["roster"], seen["batch"] = window, roster, batch
 
