@@ -88,11 +88,18 @@ def in_process_transport(config: RunConfig, run_id: str) -> InProcessTransport:
 def round_distortion(config: RunConfig, report: RoundReport) -> tuple[float, bool]:
     """Distorted fraction of one round, and whether the predicted drops match the report.
 
+    A file the report dropped kept no value, whatever this model of the verdict
+    predicts: with detection across rounds (the default) the verdict also drops a
+    file whose every replica comes from a suspected worker, which the model, the
+    per-round rule's, does not see; there the check is that the report drops at
+    least the files the model drops.
+
     Returns
     -------
     tuple of (float, bool)
         Files whose accepted value is distorted / files of the round; ``True``
-        when the files this model of the verdict drops are the reported ones.
+        when the files this model of the verdict drops are the reported ones (a
+        subset of them with detection across rounds).
     """
     assignment = round_assignment(config, report.round)
     chosen = adversaries(config)
@@ -102,6 +109,7 @@ def round_distortion(config: RunConfig, report: RoundReport) -> tuple[float, boo
         else {}
     )
     excluded = set(report.flagged) | set(report.rejected)
+    reported = set(report.dropped_files)
     distorted, dropped = 0, []
     for f, workers in enumerate(assignment.files):
         voters = [w for w in workers if w not in excluded]
@@ -110,10 +118,12 @@ def round_distortion(config: RunConfig, report: RoundReport) -> tuple[float, boo
             keeps_bad, drops = 2 * bad > len(voters), 2 * bad == len(voters)
         else:
             keeps_bad, drops = bool(voters) and bad == len(voters), 0 < bad < len(voters)
-        if keeps_bad:
+        if keeps_bad and f not in reported:
             distorted += 1
         elif drops or not voters:
             dropped.append(f)
+    if config.detection.across_rounds:
+        return distorted / assignment.num_files, set(dropped) <= reported
     return distorted / assignment.num_files, tuple(dropped) == tuple(report.dropped_files)
 
 

@@ -62,6 +62,25 @@ def test_distorted_fraction_counts_files_whose_unflagged_replicas_are_all_distor
     assert robustness_runs.round_distortion(config, round_report(1)) == (0.0, False)
 
 
+def test_a_file_the_round_dropped_is_never_counted_distorted() -> None:
+    # Across rounds the verdict also drops a file whose replicas all come from suspects
+    # (here the two adversaries, after the honest third was flagged): it kept no value.
+    case = robustness_grid.Case(_defence("groups"), "alie", "strong", 3, "only_majorities", 0)
+    config = case.config(SETTINGS)
+    assert config.detection.across_rounds
+    assignment = plan.round_assignment(config, 1)
+    adversaries = plan.adversaries(config)
+    file = next(f for f, ws in enumerate(assignment.files) if len(set(ws) & adversaries) == 2)
+    honest = next(w for w in assignment.files[file] if w not in adversaries)
+    report = round_report(1, flagged=(honest,), dropped=(file,))
+    assert robustness_runs.round_distortion(config, report) == (0.0, True)
+    per_round = config.model_copy(
+        update={"detection": config.detection.model_copy(update={"across_rounds": False})}
+    )
+    # The per-round rule drops no such file: a report that does is not this model's.
+    assert robustness_runs.round_distortion(per_round, report) == (0.0, False)
+
+
 def test_distorted_fraction_predicts_a_disputed_file_as_dropped() -> None:
     case = robustness_grid.Case(_defence("groups"), "alie", "strong", 3, "only_majorities", 0)
     config = case.config(SETTINGS)
@@ -236,6 +255,19 @@ def test_markdown_lists_every_row_and_marks_failures() -> None:
     text = robustness_markdown.markdown([_row(), failed], ["settings"])
     assert text.count("| subsets (Aspis) | median (f = 0)") == 2
     assert "[1] round 1: boom" in text
+
+
+def test_a_distorted_fraction_that_counted_dropped_files_is_shown_as_an_upper_bound() -> None:
+    stale = _row(detection="across_rounds", drops_consistent=False, distorted_fraction=0.022)
+    kept = _row(detection="across_rounds", distorted_fraction=0.01)
+    old_rule = _row(detection=None, drops_consistent=False, distorted_fraction=0.03)
+    text = robustness_markdown.markdown([stale, kept, old_rule], ["settings"])
+    assert "| <= 0.022 |" in text and "| 0.010 |" in text and "| 0.030 |" in text
+    assert [robustness_markdown.counted_dropped_files(r) for r in (stale, kept, old_rule)] == [
+        True,
+        False,
+        False,
+    ]
 
 
 def test_round_timing_leaves_out_the_first_and_the_last_round() -> None:
