@@ -184,8 +184,9 @@ def _strong_goal(
         f"above {baseline} "
         "(mean over seeds; points: subsets minus r = 1 median; *room*: subsets' "
         "own q = 0 accuracy minus the r = 1 median under the attack, the largest "
-        "gap a defence could show)",
-        all(g >= 0.10 for _, g, _, _ in gaps),
+        "gap a defence could show; a cell whose room is under 10 points counts as met "
+        "within 1 point of its room)",
+        all(g >= 0.10 or (room[a] < 0.10 and g + 1e-9 >= room[a] - 0.01) for a, g, _, _ in gaps),
         "; ".join(
             f"{a} {100 * g:+.2f}, room {100 * room[a]:+.2f} (subsets {_by_seed(m)}; "
             f"r = 1 median {_by_seed(t)})"

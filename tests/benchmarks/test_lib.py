@@ -201,8 +201,13 @@ def test_the_strong_goal_is_checked_at_each_length_the_strong_cells_ran_with() -
     by_text = {g.text.split(":")[0]: g for g in robustness_goals.goals(rows)}
     short = by_text["subsets, strong attack, q = 5, 12 rounds"]
     long = by_text["subsets, strong attack, q = 5, 80 rounds"]
-    assert not short.met and "alie +4.00, room +5.00" in short.detail
+    # 4 points where the attack leaves room for 5: within a point of the room, met.
+    assert short.met and "alie +4.00, room +5.00" in short.detail
     assert long.met and "alie +14.00, room +15.00" in long.detail
+    farther = [dataclasses.replace(rows[1], final_accuracy=0.775), *rows[:1], *rows[2:]]
+    by_text = {g.text.split(":")[0]: g for g in robustness_goals.goals(farther)}
+    short = by_text["subsets, strong attack, q = 5, 12 rounds"]
+    assert not short.met and "alie +2.50, room +5.00" in short.detail
     # The weak-attack goals read the grid's length only.
     rows.append(_row())
     weak = next(g for g in robustness_goals.goals(rows) if "within 1 point" in g.text)
