@@ -18,7 +18,12 @@ from typing import Annotated
 import typer
 
 from phalanx.flower.deployment.ports import DEFAULT_RUNTIME_PORT
-from phalanx_cli.deploy import RootCertificates, SuperLinkAddress, exec_flower
+from phalanx_cli.deploy import (
+    RootCertificates,
+    SuperLinkAddress,
+    check_root_certificates,
+    exec_flower,
+)
 from phalanx_cli.errors import FailedError, RefusedError
 from phalanx_cli.output import Format, FormatOption, console, print_json, say
 
@@ -154,7 +159,7 @@ def client_start(
         runtime_port=runtime_port,
         flwr_home=flwr_home,
     )
-    _check_root_certificates(root_certificates)
+    check_root_certificates(root_certificates)  # flower-supernode would fail in a traceback
     extra = {"FLWR_HOME": str(flwr_home)} if flwr_home else {}
     exec_flower(supernode_command(options), extra)
 
@@ -173,23 +178,6 @@ def _checked_api(api: str) -> str:
             param_hint="--api",
         )
     return api
-
-
-def _check_root_certificates(path: Path) -> None:
-    """Refuse (exit 2) a CA file that holds no PEM certificate, before Flower starts.
-
-    ``flower-supernode`` would fail deep in its TLS set-up with a traceback and keep
-    running without ever connecting.
-    """
-    from phalanx.flower.deployment.certificates import CertificateFileError, read_certificates
-
-    try:
-        read_certificates(path)
-    except CertificateFileError as exc:
-        raise typer.BadParameter(
-            f"{exc}; give the CA that signed the SuperLink's certificate (ca.pem)",
-            param_hint="--root-certificates",
-        ) from exc
 
 
 def _absolute_data_path(data_path: str) -> str:

@@ -170,7 +170,7 @@ def admit(
     """
     from phalanx.flower.deployment.superlink import health_problem
 
-    _check_root_certificates(root_certificates)
+    check_root_certificates(root_certificates)
     if watch is None:
         _reach(superlink, root_certificates)
         if not _backend(superlink, root_certificates).admit():
@@ -196,7 +196,7 @@ def admit(
 @deploy_app.command("probe-superlink")
 def probe_superlink(superlink: SuperLinkAddress, root_certificates: RootCertificates) -> None:
     """Exit 0 when the SuperLink answers its health check over verified TLS, else say why."""
-    _check_root_certificates(root_certificates)
+    check_root_certificates(root_certificates)
     _reach(superlink, root_certificates)
 
 
@@ -245,7 +245,7 @@ def _check_database(database: Path) -> None:
         ) from exc
 
 
-def _check_root_certificates(path: Path) -> None:
+def check_root_certificates(path: Path) -> None:
     """Refuse (exit 2) a ``--root-certificates`` that is not a PEM certificate file."""
     from phalanx.flower.deployment.certificates import CertificateFileError, read_certificates
 

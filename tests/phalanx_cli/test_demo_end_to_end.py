@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.terminal import as_from_a_terminal
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,17 +35,10 @@ def test_demo_serves_the_dashboard_with_the_run_it_queued_through_the_api(tmp_pa
         "PYTHONUNBUFFERED": "1",
         "COLUMNS": "60",  # a narrow terminal's width: the admin key must not wrap all the same
     }
-    # Ctrl-C reaches a terminal's foreground job with SIGINT at its default. A test run
-    # started in the background (`pytest ... &`) ignores SIGINT, and a child inherits
-    # that: Python then installs no KeyboardInterrupt and the demo never hears Ctrl-C.
-    # So the demo starts as a terminal would start it.
+    # The demo starts as a terminal would start it, so that Ctrl-C reaches it.
     demo = [sys.executable, "-m", "phalanx_cli", "demo", "--config", "examples/quick-digits.toml"]
-    as_from_a_terminal = (
-        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-        "os.execv(sys.argv[1], sys.argv[1:])"
-    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", as_from_a_terminal, *demo],
+        as_from_a_terminal(demo),
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,

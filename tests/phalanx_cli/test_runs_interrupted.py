@@ -22,23 +22,17 @@ from phalanx.runs.recorder import last_round
 from phalanx.store import Round, Run, make_engine, migrate, runs, session_factory
 from phalanx_cli.runs import coordinator_interrupted
 from tests.support.configs import small_config
+from tests.support.terminal import as_from_a_terminal
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-# Ctrl-C reaches a terminal's foreground job with SIGINT at its default; a test run
-# started in the background ignores SIGINT, and its children would inherit that.
-AS_FROM_A_TERMINAL = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    "os.execv(sys.argv[1], sys.argv[1:])"
-)
 
 
 def _interrupt_after_two_rounds(args: list[str], env: dict[str, str], url: str) -> tuple[int, str]:
     """Start ``phalanx ARGS``, press Ctrl-C once two rounds are recorded; return status, stderr."""
     command = [sys.executable, "-m", "phalanx_cli", *args]
     proc = subprocess.Popen(
-        [sys.executable, "-c", AS_FROM_A_TERMINAL, *command],
+        as_from_a_terminal(command),
         env=env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
