@@ -63,7 +63,8 @@ def _setting(exc: Any) -> str:
     Its value is not repeated: it may be a secret or a URL with a password.
     """
     error = exc.errors()[0]
-    name = "PHALANX_" + "_".join(str(part) for part in error["loc"]).upper()
+    loc = error["loc"]  # a list setting's item adds its index: the variable is the first part
+    name = f"PHALANX_{str(loc[0]).upper()}" if loc else "a PHALANX_* variable"
     return f"{name}: {error['msg']}"
 
 

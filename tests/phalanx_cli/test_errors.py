@@ -112,3 +112,10 @@ def test_a_bad_setting_in_the_environment_is_named_as_its_variable_without_its_v
         "error: invalid setting: PHALANX_API_PORT: Input should be a valid integer, "
         "unable to parse string as an integer\n"
     )
+
+
+def test_a_list_setting_is_named_as_its_variable_whatever_item_is_wrong() -> None:
+    result = CliRunner().invoke(app, ["serve"], env={"PHALANX_ATTACK_PLUGINS": "not json"})
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: invalid setting: PHALANX_ATTACK_PLUGINS: ")
+    assert len(result.stderr.splitlines()) == 1
